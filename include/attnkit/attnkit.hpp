@@ -1,0 +1,18 @@
+#pragma once
+// attnkit: header-only CPU attention kernels. Include this one header.
+//
+//   attnkit::attention(attnkit::Full{.causal = true}, q, k, v, out);
+//
+// Patterns live in attnkit/pattern/, the kernels that run them in attnkit/kernel/, and the
+// float64 reference in attnkit/reference/. docs/architecture.md maps the pieces.
+
+#include "attnkit/attention.hpp"
+#include "attnkit/core/concepts.hpp"
+#include "attnkit/core/cost.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/eigen.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/reference/attention.hpp"

@@ -1,0 +1,20 @@
+#pragma once
+// attnkit::Options: per-call knobs that are not part of the pattern.
+
+#include <optional>
+
+namespace attnkit {
+
+struct Options {
+  /// Logit scale sigma in s_ij = sigma <q_i, k_j> (SPEC.md section 0). Unset means
+  /// 1/sqrt(D). Must be finite when set. Reformer-style callers pass 1; callers that
+  /// pre-scale Q pass 1 as well.
+  std::optional<double> scale;
+
+  /// OpenMP threads for this call; 0 means omp_get_max_threads(). Calls too small to
+  /// repay a thread team run on the calling thread. Results are bitwise identical for every
+  /// thread count: each output row is computed by one thread in a fixed order.
+  int threads = 0;
+};
+
+}  // namespace attnkit

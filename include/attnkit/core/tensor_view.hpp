@@ -1,0 +1,113 @@
+#pragma once
+// TensorView<T>: a non-owning 4-D strided view [batch, heads, seq, dim] with unit last stride.
+
+#include <array>
+#include <type_traits>
+
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/index.hpp"
+
+namespace attnkit {
+
+/// Axis numbers of a TensorView.
+enum Axis : int { kBatch = 0, kHeads = 1, kSeq = 2, kDim = 3 };
+
+/// A 4-D view [batch, heads, seq, dim] over memory owned by the caller. Element (b, h, l, d)
+/// lives at data + b*stride(0) + h*stride(1) + l*stride(2) + d; attention requires stride(3) = 1
+/// so that every row is contiguous. Constructing a view checks nothing; attnkit::attention
+/// validates every view it is given and names the offending argument.
+/// `T` may be const (inputs) or not (outputs); a view converts to its const counterpart.
+template <class T>
+class TensorView {
+ public:
+  using value_type = std::remove_const_t<T>;
+
+  constexpr TensorView() = default;
+  constexpr TensorView(T* data, std::array<index_t, 4> sizes, std::array<index_t, 4> strides)
+      : data_(data), sizes_(sizes), strides_(strides) {}
+
+  /// const conversion: TensorView<float> -> TensorView<const float>.
+  template <class U>
+    requires(std::is_same_v<const U, T> && !std::is_same_v<U, T>)
+  constexpr TensorView(const TensorView<U>& other)  // NOLINT(google-explicit-constructor)
+      : data_(other.data()), sizes_(other.sizes()), strides_(other.strides()) {}
+
+  constexpr T* data() const { return data_; }
+  constexpr const std::array<index_t, 4>& sizes() const { return sizes_; }
+  constexpr const std::array<index_t, 4>& strides() const { return strides_; }
+  constexpr index_t size(int axis) const { return sizes_[axis]; }
+  constexpr index_t stride(int axis) const { return strides_[axis]; }
+
+  constexpr index_t batch() const { return sizes_[kBatch]; }
+  constexpr index_t heads() const { return sizes_[kHeads]; }
+  constexpr index_t seq() const { return sizes_[kSeq]; }
+  constexpr index_t dim() const { return sizes_[kDim]; }
+
+  /// Pointer to the contiguous row (b, h, l, 0 .. dim).
+  constexpr T* row(index_t b, index_t h, index_t l) const {
+    return data_ + b * strides_[kBatch] + h * strides_[kHeads] + l * strides_[kSeq];
+  }
+  constexpr T& operator()(index_t b, index_t h, index_t l, index_t d) const {
+    return row(b, h, l)[d * strides_[kDim]];
+  }
+
+ private:
+  T* data_ = nullptr;
+  std::array<index_t, 4> sizes_{};
+  std::array<index_t, 4> strides_{};
+};
+
+namespace detail {
+
+inline void require_non_negative_sizes(const char* helper, index_t b, index_t h, index_t l, index_t d) {
+  const char* names[] = {"B", "H", "L", "D"};
+  const index_t values[] = {b, h, l, d};
+  for (int axis = 0; axis < 4; ++axis) {
+    if (values[axis] < 0) {
+      reject(std::string(helper) + ": " + names[axis], values[axis], "sizes must be >= 0");
+    }
+  }
+}
+
+/// a * b, or an attnkit::invalid_argument naming `what` when the product overflows index_t.
+inline index_t checked_product(const char* what, index_t a, index_t b) {
+  index_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) {
+    reject(what, std::to_string(a) + " * " + std::to_string(b), "element count overflows int64");
+  }
+  return product;
+}
+
+}  // namespace detail
+
+/// View of a contiguous [B, H, L, D] buffer (PyTorch's default attention layout).
+template <class T>
+TensorView<T> bhld(T* data, index_t B, index_t H, index_t L, index_t D) {
+  detail::require_non_negative_sizes("bhld", B, H, L, D);
+  const index_t seq_stride = D;
+  const index_t head_stride = detail::checked_product("bhld: L * D", L, D);
+  const index_t batch_stride = detail::checked_product("bhld: H * L * D", H, head_stride);
+  detail::checked_product("bhld: B * H * L * D", B, batch_stride);
+  return TensorView<T>(data, {B, H, L, D}, {batch_stride, head_stride, seq_stride, 1});
+}
+
+/// View of a contiguous [B, L, H, D] buffer (the layout a fused QKV projection produces),
+/// seen as [B, H, L, D] through strides; no copy.
+template <class T>
+TensorView<T> blhd(T* data, index_t B, index_t L, index_t H, index_t D) {
+  detail::require_non_negative_sizes("blhd", B, H, L, D);
+  const index_t head_stride = D;
+  const index_t seq_stride = detail::checked_product("blhd: H * D", H, D);
+  const index_t batch_stride = detail::checked_product("blhd: L * H * D", L, seq_stride);
+  detail::checked_product("blhd: B * L * H * D", B, batch_stride);
+  return TensorView<T>(data, {B, H, L, D}, {batch_stride, head_stride, seq_stride, 1});
+}
+
+/// View of a contiguous [B, H, L] log-sum-exp buffer, as the [B, H, L, 1] TensorView that the
+/// lse overload of attnkit::attention takes.
+template <class T>
+TensorView<T> lse_view(T* data, index_t B, index_t H, index_t L) {
+  return bhld(data, B, H, L, 1);
+}
+
+}  // namespace attnkit

@@ -1,0 +1,104 @@
+#pragma once
+// Validation of one attention call: every rule checked before anything is written.
+
+#include <cmath>
+#include <string>
+
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/core/tensor_view.hpp"
+
+namespace attnkit::detail {
+
+/// Checks one view on its own: sizes >= 0, head dim >= 1 (`min_dim`), unit last stride,
+/// non-null data when it has elements, and no int64 overflow of any element offset.
+template <class T>
+void validate_view(const char* name, const TensorView<T>& view, index_t min_dim) {
+  static const char* const axis_names[] = {"batch", "heads", "seq", "dim"};
+  for (int axis = 0; axis < 4; ++axis) {
+    if (view.size(axis) < 0) {
+      reject(std::string(name) + ".sizes[" + axis_names[axis] + "]", view.size(axis), "sizes must be >= 0");
+    }
+  }
+  if (view.dim() < min_dim) {
+    reject(std::string(name) + ".sizes[dim]", view.dim(), "head dimension must be >= 1");
+  }
+  if (view.stride(kDim) != 1) {
+    reject(std::string(name) + ".strides[dim]", view.stride(kDim), "the last stride must be 1 (rows contiguous)");
+  }
+  const bool empty = view.batch() == 0 || view.heads() == 0 || view.seq() == 0 || view.dim() == 0;
+  if (empty) return;
+  if (view.data() == nullptr) {
+    reject(std::string(name) + ".data", "nullptr", "data must not be null when the view has elements");
+  }
+  // The farthest element from data() in either direction must be addressable.
+  index_t reach = 0;
+  for (int axis = 0; axis < 4; ++axis) {
+    index_t step = 0;
+    const index_t stride = view.stride(axis);
+    if (stride == INT64_MIN || __builtin_mul_overflow(view.size(axis) - 1, stride < 0 ? -stride : stride, &step) ||
+        __builtin_add_overflow(reach, step, &reach)) {
+      reject(std::string(name) + ".strides[" + axis_names[axis] + "]", stride,
+             "element offsets (size - 1) * |stride| summed over axes overflow int64");
+    }
+  }
+  if (__builtin_mul_overflow(reach, static_cast<index_t>(sizeof(T)), &reach)) {
+    reject(std::string(name), "extent", "byte offsets overflow int64");
+  }
+}
+
+template <class T>
+void require_size(const char* name, const TensorView<T>& view, int axis, index_t expected, const char* rule) {
+  static const char* const axis_names[] = {"batch", "heads", "seq", "dim"};
+  if (view.size(axis) != expected) {
+    reject(std::string(name) + ".sizes[" + axis_names[axis] + "]", view.size(axis), rule);
+  }
+}
+
+/// Validates q [B,Hq,Lq,D], k [B,Hk,Lk,D], v [B,Hk,Lk,Dv], out [B,Hq,Lq,Dv], optional
+/// lse [B,Hq,Lq,1] and the options; returns the call's shape. Throws attnkit::invalid_argument
+/// naming the first broken rule.
+template <class T>
+AttentionShape validate_call(const TensorView<const T>& q, const TensorView<const T>& k, const TensorView<const T>& v,
+                             const TensorView<T>& out, const TensorView<T>* lse, const Options& options) {
+  validate_view("q", q, 1);
+  validate_view("k", k, 1);
+  validate_view("v", v, 1);
+  validate_view("out", out, 1);
+  const AttentionShape shape{q.batch(), q.heads(), k.heads(), q.seq(), k.seq(), q.dim(), v.dim()};
+  require_size("k", k, kBatch, shape.batch, "must equal q.sizes[batch]");
+  require_size("k", k, kDim, shape.head_dim, "must equal q.sizes[dim] (queries and keys share D)");
+  if (shape.kv_heads == 0 ? shape.q_heads != 0 : shape.q_heads % shape.kv_heads != 0) {
+    reject("k.sizes[heads]", shape.kv_heads,
+           "q.sizes[heads] (" + std::to_string(shape.q_heads) + ") must be a multiple of k.sizes[heads]");
+  }
+  require_size("v", v, kBatch, shape.batch, "must equal q.sizes[batch]");
+  require_size("v", v, kHeads, shape.kv_heads, "must equal k.sizes[heads]");
+  require_size("v", v, kSeq, shape.kv_len, "must equal k.sizes[seq]");
+  require_size("out", out, kBatch, shape.batch, "must equal q.sizes[batch]");
+  require_size("out", out, kHeads, shape.q_heads, "must equal q.sizes[heads]");
+  require_size("out", out, kSeq, shape.q_len, "must equal q.sizes[seq]");
+  require_size("out", out, kDim, shape.value_dim, "must equal v.sizes[dim]");
+  if (lse != nullptr) {
+    validate_view("lse", *lse, 1);
+    require_size("lse", *lse, kBatch, shape.batch, "must equal q.sizes[batch]");
+    require_size("lse", *lse, kHeads, shape.q_heads, "must equal q.sizes[heads]");
+    require_size("lse", *lse, kSeq, shape.q_len, "must equal q.sizes[seq]");
+    require_size("lse", *lse, kDim, 1, "must be 1 (one log-sum-exp per row)");
+  }
+  if (options.scale && !std::isfinite(*options.scale)) {
+    reject("options.scale", *options.scale, "must be finite");
+  }
+  if (options.threads < 0) {
+    reject("options.threads", options.threads, "must be >= 0 (0 = OpenMP default)");
+  }
+  return shape;
+}
+
+/// sigma of SPEC.md section 0: options.scale, or 1/sqrt(D).
+inline double resolve_scale(const Options& options, const AttentionShape& shape) {
+  return options.scale.value_or(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
+}
+
+}  // namespace attnkit::detail

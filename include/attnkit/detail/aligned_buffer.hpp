@@ -1,0 +1,48 @@
+#pragma once
+// AlignedBuffer<T>: an owning, zero-initialised, cache-line-aligned array for kernel scratch.
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <new>
+
+#include "attnkit/core/index.hpp"
+
+namespace attnkit::detail {
+
+/// 64-byte alignment: one cache line and one AVX-512 register.
+inline constexpr std::size_t kBufferAlignment = 64;
+
+template <class T>
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(index_t count) : data_(allocate(count)), size_(count) {}
+
+  T* data() const { return data_.get(); }
+  index_t size() const { return size_; }
+  T& operator[](index_t i) const { return data_.get()[i]; }
+
+ private:
+  struct Free {
+    void operator()(T* p) const { ::operator delete[](p, std::align_val_t{kBufferAlignment}); }
+  };
+  static T* allocate(index_t count) {
+    if (count <= 0) return nullptr;
+    T* p = static_cast<T*>(::operator new[](static_cast<std::size_t>(count) * sizeof(T),
+                                            std::align_val_t{kBufferAlignment}));
+    std::fill(p, p + count, T{});
+    return p;
+  }
+
+  std::unique_ptr<T[], Free> data_;
+  index_t size_ = 0;
+};
+
+/// Smallest multiple of `step` that is >= value (value >= 0, step > 0).
+constexpr index_t round_up(index_t value, index_t step) { return (value + step - 1) / step * step; }
+
+/// ceil(value / step) for value >= 0, step > 0.
+constexpr index_t ceil_div(index_t value, index_t step) { return (value + step - 1) / step; }
+
+}  // namespace attnkit::detail

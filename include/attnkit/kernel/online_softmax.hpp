@@ -1,0 +1,85 @@
+#pragma once
+// OnlineSoftmax<T>: the running max / sum / accumulator of one query tile
+// (FlashAttention-2, arXiv 2307.08691, Algorithm 1), in base 2.
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "attnkit/core/index.hpp"
+#include "attnkit/detail/aligned_buffer.hpp"
+#include "attnkit/simd/row_ops.hpp"
+#include "attnkit/simd/value_accumulate.hpp"
+
+namespace attnkit::kernel {
+
+/// State of up to `rows` query rows, all in log2 units (scores arrive as log2(e) * s_ij):
+///   max_[r]   running max m of the scores seen so far (-inf until a score is seen)
+///   sum_[r]   running sum l of 2^(s - m)
+///   rescale_[r] 2^(m_old - m_new) of the latest tile, consumed by the PV update
+///   acc_      [rows x value_stride] unnormalised output O~
+template <class T>
+class OnlineSoftmax {
+ public:
+  OnlineSoftmax(index_t rows, index_t value_stride)
+      : value_stride_(value_stride), max_(rows), sum_(rows), rescale_(rows), acc_(rows * value_stride) {}
+
+  void reset(index_t rows) {
+    for (index_t r = 0; r < rows; ++r) {
+      max_[r] = -kInf;
+      sum_[r] = T(0);
+      rescale_[r] = T(0);
+    }
+    std::fill(acc_.data(), acc_.data() + rows * value_stride_, T(0));
+  }
+
+  /// Turns rows [0, rows) of the score tile into weights 2^(s - m_new) in place and updates
+  /// max and sum. `scores` is [rows x score_stride]; columns [0, columns) are read, columns is
+  /// a multiple of the vector width and excluded entries hold -inf. The -inf guard of SPEC.md
+  /// section 1: while a row has seen only -inf, 0 stands in for m_new and the rescale is 0.
+  void absorb_scores(T* scores, index_t score_stride, index_t rows, index_t columns) {
+    for (index_t r = 0; r < rows; ++r) {
+      T* row = scores + r * score_stride;
+      const T old_max = max_[r];
+      const T new_max = std::max(old_max, simd::row_max(row, columns));
+      const T shift = new_max == -kInf ? T(0) : new_max;
+      rescale_[r] = old_max == new_max ? T(1) : (old_max == -kInf ? T(0) : std::exp2(old_max - new_max));
+      sum_[r] = sum_[r] * rescale_[r] + simd::exp2_shifted_sum(row, columns, shift);
+      max_[r] = new_max;
+    }
+  }
+
+  /// O~ = rescale * O~ + P V over `keys` value rows (see simd::accumulate_values).
+  template <simd::ZeroWeights kZero>
+  void accumulate(const T* weights, index_t weight_stride, const T* values, index_t padded_rows, index_t keys,
+                  index_t value_vectors) {
+    simd::accumulate_values<T, kZero>(acc_.data(), value_stride_, rescale_.data(), weights, weight_stride, values,
+                                      value_stride_, padded_rows, keys, value_vectors);
+  }
+
+  /// Row r's output O~ / l (or zeros for an empty row, l = 0) into out[0, value_dim), and its
+  /// natural-log log-sum-exp ln 2 * (m + log2 l) (or -inf).
+  template <class Out>
+  Out finish_row(index_t r, Out* out, index_t value_dim) const {
+    const T l = sum_[r];
+    const T* acc = acc_.data() + r * value_stride_;
+    if (l == T(0)) {
+      for (index_t d = 0; d < value_dim; ++d) out[d] = Out(0);
+      return -std::numeric_limits<Out>::infinity();
+    }
+    const T inverse = T(1) / l;
+    for (index_t d = 0; d < value_dim; ++d) out[d] = static_cast<Out>(acc[d] * inverse);
+    constexpr T kLn2 = T(0.693147180559945309417232121458176568);
+    return static_cast<Out>(kLn2 * (max_[r] + std::log2(l)));
+  }
+
+ private:
+  static constexpr T kInf = std::numeric_limits<T>::infinity();
+  index_t value_stride_;
+  detail::AlignedBuffer<T> max_;
+  detail::AlignedBuffer<T> sum_;
+  detail::AlignedBuffer<T> rescale_;
+  detail::AlignedBuffer<T> acc_;
+};
+
+}  // namespace attnkit::kernel

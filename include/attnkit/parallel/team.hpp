@@ -1,0 +1,81 @@
+#pragma once
+// The one OpenMP region of a call and its work-sharing loops.
+// Every kernel opens exactly one region (outermost, never nested) through parallel_region and
+// splits work inside it with Team's loops; no other file uses OpenMP.
+
+#include <algorithm>
+
+#include "attnkit/core/index.hpp"
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace attnkit::parallel {
+
+/// Calls below this many FLOP run on the calling thread: a team's fork/join and barriers
+/// (a few microseconds) would cost more than they save (cf. Eigen's Parallelizer threshold).
+inline constexpr double kMinFlopsPerExtraThread = 4.0e6;
+
+/// Threads for a call: `requested` (0 = OpenMP's default), reduced so that every thread
+/// beyond the first has at least kMinFlopsPerExtraThread of work.
+inline int resolve_threads(int requested, double flops) {
+#if defined(_OPENMP)
+  const int wanted = requested > 0 ? requested : omp_get_max_threads();
+#else
+  const int wanted = 1;
+  (void)requested;
+#endif
+  const double affordable = 1.0 + flops / kMinFlopsPerExtraThread;
+  return affordable < wanted ? std::max(1, static_cast<int>(affordable)) : wanted;
+}
+
+/// The members of a running region, seen from one thread.
+class Team {
+ public:
+  int thread_index() const {
+#if defined(_OPENMP)
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+  }
+
+  /// body(i) for i in [0, count), split in equal contiguous chunks; all threads wait at the end.
+  template <class Body>
+  void for_each_static(index_t count, Body&& body) {
+#if defined(_OPENMP)
+#pragma omp for schedule(static)
+#endif
+    for (index_t i = 0; i < count; ++i) body(i);
+  }
+
+  /// body(i) for i in [0, count), handed out one at a time in increasing i as threads free up;
+  /// all threads wait at the end. Callers order items heaviest first.
+  template <class Body>
+  void for_each_dynamic(index_t count, Body&& body) {
+#if defined(_OPENMP)
+#pragma omp for schedule(dynamic, 1)
+#endif
+    for (index_t i = 0; i < count; ++i) body(i);
+  }
+};
+
+/// Runs body(Team&) on `threads` threads (one thread: no region is opened).
+template <class Body>
+void parallel_region(int threads, Body&& body) {
+#if defined(_OPENMP)
+  if (threads > 1) {
+#pragma omp parallel num_threads(threads)
+    {
+      Team team;
+      body(team);
+    }
+    return;
+  }
+#endif
+  Team team;
+  body(team);
+}
+
+}  // namespace attnkit::parallel

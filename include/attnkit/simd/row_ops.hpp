@@ -1,0 +1,40 @@
+#pragma once
+// Vectorised passes over one row of a score tile (the softmax part of the fused kernel).
+
+#include <limits>
+
+#include "attnkit/core/index.hpp"
+#include "attnkit/simd/batch.hpp"
+#include "attnkit/simd/exp2.hpp"
+
+namespace attnkit::simd {
+
+/// max_c s[c] over c < n; n a multiple of kWidth<T>, s aligned. -inf for an all -inf row.
+template <class T>
+T row_max(const T* s, index_t n) {
+  constexpr index_t kW = static_cast<index_t>(kWidth<T>);
+  Batch<T> best(-std::numeric_limits<T>::infinity());
+  for (index_t c = 0; c < n; c += kW) best = xsimd::max(best, Batch<T>::load_aligned(s + c));
+  alignas(64) T lanes[kW];
+  best.store_aligned(lanes);
+  T result = lanes[0];
+  for (index_t l = 1; l < kW; ++l) result = lanes[l] > result ? lanes[l] : result;
+  return result;
+}
+
+/// s[c] = 2^(s[c] - shift) in place for c < n, and returns the sum of the new values (in a
+/// fixed order, so the result does not depend on threads). n a multiple of kWidth<T>.
+template <class T>
+T exp2_shifted_sum(T* s, index_t n, T shift) {
+  constexpr index_t kW = static_cast<index_t>(kWidth<T>);
+  const Batch<T> subtrahend(shift);
+  Batch<T> sum(T(0));
+  for (index_t c = 0; c < n; c += kW) {
+    const Batch<T> weights = exp2<T>(Batch<T>::load_aligned(s + c) - subtrahend);
+    weights.store_aligned(s + c);
+    sum += weights;
+  }
+  return xsimd::hadd(sum);
+}
+
+}  // namespace attnkit::simd

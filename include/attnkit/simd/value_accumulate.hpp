@@ -1,0 +1,90 @@
+#pragma once
+// Register-blocked micro-kernel for the online-softmax update O~ = alpha O~ + P V_tile.
+
+#include "attnkit/core/index.hpp"
+#include "attnkit/simd/batch.hpp"
+
+namespace attnkit::simd {
+
+/// Rows of O per register block; callers pad query tiles to a multiple of it.
+inline constexpr index_t kValueRowBlock = 4;
+/// Most vectors of the value dimension held per register block.
+inline constexpr index_t kValueVectorBlock = 4;
+
+/// How masked-out weights are treated by accumulate_values.
+enum class ZeroWeights {
+  kMultiply,  ///< 0 * v is computed: exact whenever the V rows of the tile are finite.
+  kSkip,      ///< terms with weight 0 are not evaluated, so a NaN/Inf row the mask excludes
+              ///< cannot reach the output (SPEC.md section 0: select, do not multiply).
+};
+
+namespace detail {
+
+template <class T, index_t kVectors, ZeroWeights kZero>
+void accumulate_value_block(T* o, index_t o_stride, const T* alpha, const T* p, index_t p_stride, const T* v,
+                            index_t v_stride, index_t keys) {
+  constexpr index_t kW = static_cast<index_t>(kWidth<T>);
+  constexpr index_t kR = kValueRowBlock;
+  Batch<T> acc[kR][kVectors];
+  for (index_t r = 0; r < kR; ++r) {
+    const Batch<T> rescale(alpha[r]);
+    for (index_t c = 0; c < kVectors; ++c) acc[r][c] = Batch<T>::load_aligned(o + r * o_stride + c * kW) * rescale;
+  }
+  for (index_t j = 0; j < keys; ++j) {
+    Batch<T> values[kVectors];
+    for (index_t c = 0; c < kVectors; ++c) values[c] = Batch<T>::load_aligned(v + j * v_stride + c * kW);
+    for (index_t r = 0; r < kR; ++r) {
+      const T weight = p[r * p_stride + j];
+      if constexpr (kZero == ZeroWeights::kSkip) {
+        if (weight == T(0)) continue;
+      }
+      const Batch<T> w(weight);
+      for (index_t c = 0; c < kVectors; ++c) acc[r][c] = xsimd::fma(w, values[c], acc[r][c]);
+    }
+  }
+  for (index_t r = 0; r < kR; ++r)
+    for (index_t c = 0; c < kVectors; ++c) acc[r][c].store_aligned(o + r * o_stride + c * kW);
+}
+
+}  // namespace detail
+
+/// O[r][:] = alpha[r] * O[r][:] + sum_{j < keys} P[r][j] * V[j][:] for r < rows (rounded up to
+/// kValueRowBlock) over value_vectors vectors of the value dimension.
+///   o:     [rows x o_stride] accumulators, aligned, o_stride >= value_vectors * kWidth<T>
+///   alpha: [rows] per-row rescale exp2(m_old - m_new) of the online softmax
+///   p:     [rows x p_stride] unnormalised weights
+///   v:     [keys x v_stride] value panel, aligned rows, zero beyond the real value dim
+template <class T, ZeroWeights kZero>
+void accumulate_values(T* o, index_t o_stride, const T* alpha, const T* p, index_t p_stride, const T* v,
+                       index_t v_stride, index_t rows, index_t keys, index_t value_vectors) {
+  constexpr index_t kW = static_cast<index_t>(kWidth<T>);
+  for (index_t r0 = 0; r0 < rows; r0 += kValueRowBlock) {
+    T* o_rows = o + r0 * o_stride;
+    const T* p_rows = p + r0 * p_stride;
+    const T* alpha_rows = alpha + r0;
+    index_t c0 = 0;
+    for (; c0 + kValueVectorBlock <= value_vectors; c0 += kValueVectorBlock) {
+      detail::accumulate_value_block<T, kValueVectorBlock, kZero>(o_rows + c0 * kW, o_stride, alpha_rows, p_rows,
+                                                                  p_stride, v + c0 * kW, v_stride, keys);
+    }
+    // Remaining 1 .. kValueVectorBlock - 1 vectors take the same kernel with a narrower block.
+    switch (value_vectors - c0) {
+      case 3:
+        detail::accumulate_value_block<T, 3, kZero>(o_rows + c0 * kW, o_stride, alpha_rows, p_rows, p_stride,
+                                                     v + c0 * kW, v_stride, keys);
+        break;
+      case 2:
+        detail::accumulate_value_block<T, 2, kZero>(o_rows + c0 * kW, o_stride, alpha_rows, p_rows, p_stride,
+                                                     v + c0 * kW, v_stride, keys);
+        break;
+      case 1:
+        detail::accumulate_value_block<T, 1, kZero>(o_rows + c0 * kW, o_stride, alpha_rows, p_rows, p_stride,
+                                                     v + c0 * kW, v_stride, keys);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace attnkit::simd
