@@ -9,7 +9,7 @@ struct Options {
   /// Logit scale sigma in s_ij = sigma <q_i, k_j> (SPEC.md section 0). Unset means
   /// 1/sqrt(D). Must be finite when set. Reformer-style callers pass 1; callers that
   /// pre-scale Q pass 1 as well.
-  std::optional<double> scale;
+  std::optional<double> scale = std::nullopt;
 
   /// OpenMP threads for this call; 0 means omp_get_max_threads(). Calls too small to
   /// repay a thread team run on the calling thread. Results are bitwise identical for every

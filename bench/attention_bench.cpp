@@ -1,0 +1,180 @@
+// attnkit benchmarks: roofs, baselines and kernels in one run, plus a markdown report.
+//
+//   attnkit_bench [--attnkit_report=report.md] [--attnkit_memory=memory.md]
+//                 [--attnkit_max_n=16384] [google benchmark flags...]
+//
+// Method (PERF.md): Release, -march=native, UseRealTime (OpenMP), median of repetitions,
+// FLOP counted from attended pairs (PatternCost), efficiency against the FMA peak this binary
+// measures before the benchmarks start.
+
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "attnkit/attnkit.hpp"
+#include "machine_roofs.hpp"
+#include "naive_attention.hpp"
+#include "report.hpp"
+
+namespace {
+
+using attnkit::index_t;
+using attnkit::bench::BenchmarkInfo;
+
+constexpr index_t kHeads = 8;
+
+/// [H, n, D] float inputs, N(0, 1), fixed seed.
+struct Inputs {
+  Inputs(index_t n, index_t dim) : q(kHeads * n * dim), k(q.size()), v(q.size()), out(q.size()) {
+    std::mt19937 generator(42);
+    std::normal_distribution<float> normal;
+    for (auto* buffer : {&q, &k, &v})
+      for (float& x : *buffer) x = normal(generator);
+  }
+  std::vector<float> q, k, v, out;
+};
+
+std::vector<index_t> sizes(index_t first, index_t last) {
+  std::vector<index_t> result;
+  for (index_t n = first; n <= last; n *= 2) result.push_back(n);
+  return result;
+}
+
+void finish(benchmark::State& state, index_t n, double flops) {
+  state.SetComplexityN(n);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["flop"] = flops;
+}
+
+void register_attnkit(attnkit::bench::Registry& registry, bool causal, index_t dim, int threads, index_t max_n) {
+  const std::string name = std::string("attnkit/") + (causal ? "causal" : "full") + "/D:" + std::to_string(dim) +
+                           "/threads:" + std::to_string(threads);
+  auto* family = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+    const index_t n = state.range(0);
+    Inputs in(n, dim);
+    const attnkit::Full pattern{.causal = causal};
+    const attnkit::Options options{.threads = threads};
+    const auto view = [&](auto& buffer) { return attnkit::bhld(buffer.data(), 1, kHeads, n, dim); };
+    for (auto _ : state) {
+      attnkit::attention(pattern, view(in.q), view(in.k), view(in.v), view(in.out), options);
+      benchmark::DoNotOptimize(in.out.data());
+    }
+    const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, dim, dim};
+    finish(state, n, pattern.cost(shape).flops);
+  });
+  for (index_t n : sizes(256, max_n)) family->Arg(n);
+  family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(3)->ReportAggregatesOnly();
+  registry.add(name, BenchmarkInfo{"attnkit", causal ? "causal" : "full", dim, threads});
+}
+
+void register_naive(attnkit::bench::Registry& registry, bool causal, index_t dim, int threads, index_t max_n) {
+  const std::string name = std::string("naive_eigen/") + (causal ? "causal" : "full") + "/D:" + std::to_string(dim) +
+                           "/threads:" + std::to_string(threads);
+  auto* family = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+    const index_t n = state.range(0);
+    Inputs in(n, dim);
+    attnkit::RowMatrix<float> scores(n, n);
+    Eigen::setNbThreads(threads);
+    for (auto _ : state) {
+      attnkit::bench::naive_eigen_attention(in.q.data(), in.k.data(), in.v.data(), in.out.data(), kHeads, n, dim,
+                                            causal, scores);
+      benchmark::DoNotOptimize(in.out.data());
+    }
+    // Work credited as for attnkit: the attended pairs, not the dense product actually done.
+    const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, dim, dim};
+    finish(state, n, attnkit::Full{.causal = causal}.cost(shape).flops);
+  });
+  for (index_t n : sizes(256, std::min<index_t>(max_n, 4096))) family->Arg(n);
+  family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(3)->ReportAggregatesOnly();
+  registry.add(name, BenchmarkInfo{"naive_eigen", causal ? "causal" : "full", dim, threads});
+}
+
+void register_reference(attnkit::bench::Registry& registry, index_t dim, index_t max_n) {
+  const std::string name = "reference/full/D:" + std::to_string(dim) + "/threads:1";
+  auto* family = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+    const index_t n = state.range(0);
+    Inputs in(n, dim);
+    const auto view = [&](auto& buffer) { return attnkit::bhld(buffer.data(), 1, kHeads, n, dim); };
+    for (auto _ : state) {
+      attnkit::reference::attention(attnkit::Full{}, view(in.q), view(in.k), view(in.v), view(in.out));
+      benchmark::DoNotOptimize(in.out.data());
+    }
+    const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, dim, dim};
+    finish(state, n, attnkit::Full{}.cost(shape).flops);
+  });
+  for (index_t n : sizes(256, std::min<index_t>(max_n, 1024))) family->Arg(n);
+  family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(1);
+  registry.add(name, BenchmarkInfo{"reference", "full", dim, 1});
+}
+
+/// Eigen's product Q K^T of the attention's shape (n = 4096): the GEMM roof of PERF.md.
+void register_gemm_roof(attnkit::bench::Registry& registry, index_t dim, int threads) {
+  const std::string name = "roof/eigen_qkt/D:" + std::to_string(dim) + "/threads:" + std::to_string(threads);
+  auto* family = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+    const index_t n = state.range(0);
+    const attnkit::RowMatrix<float> q = attnkit::RowMatrix<float>::Random(n, dim);
+    const attnkit::RowMatrix<float> k = attnkit::RowMatrix<float>::Random(n, dim);
+    attnkit::RowMatrix<float> s(n, n);
+    Eigen::setNbThreads(threads);
+    for (auto _ : state) {
+      s.noalias() = q * k.transpose();
+      benchmark::DoNotOptimize(s.data());
+    }
+    finish(state, n, 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(dim));
+  });
+  family->Arg(4096)->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly();
+  registry.add(name, BenchmarkInfo{"roof", "eigen_qkt", dim, threads});
+}
+
+std::string flag_value(int argc, char** argv, std::string_view flag, std::string fallback) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg(argv[i]);
+    if (arg.substr(0, flag.size()) == flag && arg.size() > flag.size() && arg[flag.size()] == '=') {
+      return std::string(arg.substr(flag.size() + 1));
+    }
+  }
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string report_path = flag_value(argc, argv, "--attnkit_report", "");
+  const std::string memory_path = flag_value(argc, argv, "--attnkit_memory", "");
+  const index_t max_n = std::stoll(flag_value(argc, argv, "--attnkit_max_n", "16384"));
+  benchmark::Initialize(&argc, argv);
+
+  const int all_threads = omp_get_max_threads();
+  attnkit::bench::Roofs roofs;
+  roofs.fma_peak_gflops[1] = attnkit::bench::measure_fma_peak_gflops(1);
+  roofs.fma_peak_gflops[all_threads] = attnkit::bench::measure_fma_peak_gflops(all_threads);
+  std::printf("FMA peak: %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads), %s\n", roofs.fma_peak_gflops[1],
+              roofs.fma_peak_gflops[all_threads], all_threads, attnkit::simd::arch_name());
+
+  attnkit::bench::Registry registry;
+  register_gemm_roof(registry, 64, all_threads);
+  for (const index_t dim : {index_t{64}, index_t{128}}) {
+    for (const bool causal : {false, true}) {
+      register_attnkit(registry, causal, dim, all_threads, max_n);
+      register_naive(registry, causal, dim, all_threads, max_n);
+    }
+  }
+  for (const bool causal : {false, true}) register_attnkit(registry, causal, 64, 1, std::min<index_t>(max_n, 8192));
+  register_reference(registry, 64, max_n);
+
+  attnkit::bench::CollectingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  if (!report_path.empty()) {
+    attnkit::bench::write_report(report_path, registry, reporter.runs(), roofs, memory_path);
+    std::printf("report written to %s\n", report_path.c_str());
+  }
+  return 0;
+}

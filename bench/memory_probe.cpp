@@ -1,0 +1,62 @@
+// Extra memory of one attnkit call (PERF.md): peak resident set of this process while one
+// call runs, minus its resident set just before the call, when Q, K, V and O are allocated and
+// touched. Reads VmHWM / VmRSS from /proc/self/status (Linux).
+//
+//   attnkit_memory_probe [--n=32768] [--heads=8] [--dim=64] [--causal] [--out=memory.md]
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attnkit/attnkit.hpp"
+
+namespace {
+
+/// A "Vm...:   1234 kB" line of /proc/self/status, in bytes.
+double status_bytes(std::string_view key) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(key, 0) == 0) return std::stod(line.substr(key.size() + 1)) * 1024.0;
+  }
+  return -1;
+}
+
+std::string flag(int argc, char** argv, std::string_view name, std::string fallback) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg(argv[i]);
+    if (arg == name) return "1";
+    if (arg.rfind(std::string(name) + "=", 0) == 0) return std::string(arg.substr(name.size() + 1));
+  }
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const long n = std::stol(flag(argc, argv, "--n", "32768"));
+  const long heads = std::stol(flag(argc, argv, "--heads", "8"));
+  const long dim = std::stol(flag(argc, argv, "--dim", "64"));
+  const bool causal = flag(argc, argv, "--causal", "") == "1";
+  const std::string out_path = flag(argc, argv, "--out", "");
+
+  const std::size_t elements = static_cast<std::size_t>(heads * n * dim);
+  std::vector<float> q(elements, 0.5f), k(elements, 0.25f), v(elements, 1.0f), o(elements, 0.0f);
+  const double before = status_bytes("VmRSS:");
+  attnkit::attention(attnkit::Full{.causal = causal}, attnkit::bhld(q.data(), 1, heads, n, dim),
+                     attnkit::bhld(k.data(), 1, heads, n, dim), attnkit::bhld(v.data(), 1, heads, n, dim),
+                     attnkit::bhld(o.data(), 1, heads, n, dim));
+  const double peak = status_bytes("VmHWM:");
+  const double mib = 1024.0 * 1024.0;
+
+  std::ostringstream report;
+  report << "Full" << (causal ? " causal" : "") << ", B=1, H=" << heads << ", n=" << n << ", D=" << dim
+         << ", fp32: Q+K+V+O = " << 4.0 * elements * sizeof(float) / mib << " MiB; peak RSS during the call "
+         << peak / mib << " MiB; RSS before the call " << before / mib << " MiB; extra memory of the call "
+         << (peak - before) / mib << " MiB (limit 64 MiB)\n";
+  std::fputs(report.str().c_str(), stdout);
+  if (!out_path.empty()) std::ofstream(out_path) << report.str();
+  return peak >= 0 && before >= 0 ? 0 : 1;
+}

@@ -1,0 +1,199 @@
+#pragma once
+// Collects benchmark runs and writes the markdown report of the bench preset.
+
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "attnkit/attnkit.hpp"
+
+#ifndef ATTNKIT_BENCH_FLAGS
+#define ATTNKIT_BENCH_FLAGS "unknown"
+#endif
+
+namespace attnkit::bench {
+
+/// What a benchmark family measures: implementation, pattern kind, head dim, threads.
+struct BenchmarkInfo {
+  std::string implementation;  // attnkit, naive_eigen, reference, roof
+  std::string kind;            // full, causal, eigen_qkt
+  index_t dim = 0;
+  int threads = 1;
+};
+
+/// Roofs measured by this run before the benchmarks (threads -> GFLOP/s).
+struct Roofs {
+  std::map<int, double> fma_peak_gflops;
+};
+
+/// Families in registration order, by name.
+class Registry {
+ public:
+  void add(const std::string& name, const BenchmarkInfo& info) {
+    order_.push_back(name);
+    info_[name] = info;
+  }
+  const std::vector<std::string>& names() const { return order_; }
+  const BenchmarkInfo& info(const std::string& name) const { return info_.at(name); }
+
+ private:
+  std::vector<std::string> order_;
+  std::map<std::string, BenchmarkInfo> info_;
+};
+
+/// Console output as usual, plus a copy of every run for the report.
+class CollectingReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    runs_.insert(runs_.end(), runs.begin(), runs.end());
+    ConsoleReporter::ReportRuns(runs);
+  }
+  const std::vector<Run>& runs() const { return runs_; }
+
+ private:
+  std::vector<Run> runs_;
+};
+
+/// One size of one family: median real time per call (or the single repetition's time).
+struct Point {
+  index_t n = 0;
+  double seconds = 0;
+  double flops = 0;
+  double gflops() const { return flops / seconds * 1e-9; }
+};
+
+namespace detail {
+
+inline std::map<std::string, std::vector<Point>> points_by_family(const std::vector<benchmark::BenchmarkReporter::Run>& runs) {
+  std::map<std::string, std::vector<Point>> result;
+  for (const auto& run : runs) {
+    if (run.error_occurred || run.report_big_o || run.report_rms) continue;
+    const bool median = run.run_type == benchmark::BenchmarkReporter::Run::RT_Aggregate && run.aggregate_name == "median";
+    const bool single = run.run_type == benchmark::BenchmarkReporter::Run::RT_Iteration && run.repetitions <= 1;
+    if (!median && !single) continue;
+    Point point;
+    point.n = std::stoll(run.run_name.args);
+    point.seconds = run.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(run.time_unit);
+    point.flops = run.counters.at("flop").value;
+    result[run.run_name.function_name].push_back(point);
+  }
+  return result;
+}
+
+/// Least-squares slope of log(time) against log(n) over the points with n >= 1024 (smaller
+/// sizes are dominated by fixed costs): the fitted complexity exponent.
+inline std::optional<double> fitted_exponent(const std::vector<Point>& points) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  int count = 0;
+  for (const Point& p : points) {
+    if (p.n < 1024) continue;
+    const double x = std::log(static_cast<double>(p.n)), y = std::log(p.seconds);
+    sx += x, sy += y, sxx += x * x, sxy += x * y, ++count;
+  }
+  if (count < 2) return std::nullopt;
+  return (count * sxy - sx * sy) / (count * sxx - sx * sx);
+}
+
+inline const Point* find_point(const std::map<std::string, std::vector<Point>>& points, const std::string& family,
+                               index_t n) {
+  const auto it = points.find(family);
+  if (it == points.end()) return nullptr;
+  for (const Point& p : it->second)
+    if (p.n == n) return &p;
+  return nullptr;
+}
+
+inline std::string family_name(const std::string& implementation, const std::string& kind, index_t dim, int threads) {
+  return implementation + "/" + kind + "/D:" + std::to_string(dim) + "/threads:" + std::to_string(threads);
+}
+
+inline std::string fixed(double value, int digits) {
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(digits);
+  out << value;
+  return out.str();
+}
+
+}  // namespace detail
+
+/// Writes the report: environment, roofs, one table per family (n, time, GFLOP/s, % of peak,
+/// speedup over the naive Eigen baseline, fitted exponent) and the issue's target checks.
+inline void write_report(const std::string& path, const Registry& registry,
+                         const std::vector<benchmark::BenchmarkReporter::Run>& runs, const Roofs& roofs,
+                         const std::string& memory_path) {
+  using detail::fixed;
+  const auto points = detail::points_by_family(runs);
+  std::ofstream out(path);
+  const char* bind = std::getenv("OMP_PROC_BIND");
+  out << "# attnkit benchmark report\n\n"
+      << "- compiler: " << __VERSION__ << "\n- flags: `" << ATTNKIT_BENCH_FLAGS << "`\n"
+      << "- SIMD: " << simd::arch_name() << " (" << simd::kWidth<float> << " floats per vector)\n"
+      << "- OMP_PROC_BIND: " << (bind ? bind : "unset") << "\n"
+      << "- method: Google Benchmark, real time, median of the repetitions; FLOP = 2 * attended pairs * (D + Dv)"
+      << " (exp not counted); B = 1, H = 8, fp32, N(0,1) inputs\n\n";
+
+  out << "## Roofs measured in this run\n\n| roof | threads | GFLOP/s |\n|---|---|---|\n";
+  for (const auto& [threads, gflops] : roofs.fma_peak_gflops)
+    out << "| FMA peak (independent fma chains) | " << threads << " | " << fixed(gflops, 1) << " |\n";
+  for (const auto& name : registry.names()) {
+    const BenchmarkInfo& info = registry.info(name);
+    if (info.implementation != "roof" || !points.count(name)) continue;
+    for (const Point& p : points.at(name))
+      out << "| Eigen " << info.kind << " n=" << p.n << " D=" << info.dim << " | " << info.threads << " | "
+          << fixed(p.gflops(), 1) << " |\n";
+  }
+
+  out << "\n## Results\n";
+  for (const auto& name : registry.names()) {
+    const BenchmarkInfo& info = registry.info(name);
+    if (info.implementation == "roof" || !points.count(name)) continue;
+    const double peak = roofs.fma_peak_gflops.count(info.threads) ? roofs.fma_peak_gflops.at(info.threads) : 0;
+    out << "\n### " << name << "\n\n| n | time (ms) | GFLOP/s | % of FMA peak | speedup over naive Eigen |\n"
+        << "|---|---|---|---|---|\n";
+    const std::string naive = detail::family_name("naive_eigen", info.kind, info.dim, info.threads);
+    for (const Point& p : points.at(name)) {
+      const Point* baseline = detail::find_point(points, naive, p.n);
+      out << "| " << p.n << " | " << fixed(p.seconds * 1e3, 3) << " | " << fixed(p.gflops(), 1) << " | "
+          << (peak > 0 ? fixed(100.0 * p.gflops() / peak, 1) : "-") << " | "
+          << (baseline ? fixed(baseline->seconds / p.seconds, 2) + "x" : "-") << " |\n";
+    }
+    if (const auto exponent = detail::fitted_exponent(points.at(name)))
+      out << "\nfitted complexity (log-log slope of time over n >= 1024): O(n^" << fixed(*exponent, 2) << ")\n";
+  }
+
+  // The figures issue 2 names, computed from the rows above.
+  out << "\n## Targets (fp32, B=1, H=8, D=64, n=4096)\n\n| target | measured | required | met |\n|---|---|---|---|\n";
+  const int all = roofs.fma_peak_gflops.rbegin()->first;
+  const auto row = [&](const std::string& what, std::optional<double> value, double required, const std::string& unit) {
+    out << "| " << what << " | " << (value ? fixed(*value, 2) + unit : "not measured") << " | >= " << fixed(required, 2)
+        << unit << " | " << (value ? (*value >= required ? "yes" : "NO") : "-") << " |\n";
+  };
+  const auto at = [&](const std::string& impl, const std::string& kind, int threads) {
+    return detail::find_point(points, detail::family_name(impl, kind, 64, threads), 4096);
+  };
+  const Point* full_all = at("attnkit", "full", all);
+  const Point* full_one = at("attnkit", "full", 1);
+  const Point* causal_all = at("attnkit", "causal", all);
+  const Point* naive_all = at("naive_eigen", "full", all);
+  using Opt = std::optional<double>;
+  row("full, " + std::to_string(all) + " threads: % of FMA peak", full_all ? Opt(100 * full_all->gflops() / roofs.fma_peak_gflops.at(all)) : Opt(), 50, "%");
+  row("full, " + std::to_string(all) + " threads: speedup over naive Eigen", full_all && naive_all ? Opt(naive_all->seconds / full_all->seconds) : Opt(), 5, "x");
+  row("full, 1 thread: % of one core's FMA peak", full_one ? Opt(100 * full_one->gflops() / roofs.fma_peak_gflops.at(1)) : Opt(), 60, "%");
+  row("full: " + std::to_string(all) + " threads over 1 thread", full_all && full_one ? Opt(full_one->seconds / full_all->seconds) : Opt(), 1.8, "x");
+  row("causal speedup over full (" + std::to_string(all) + " threads)", full_all && causal_all ? Opt(full_all->seconds / causal_all->seconds) : Opt(), 1.7, "x");
+
+  if (!memory_path.empty()) {
+    std::ifstream memory(memory_path);
+    out << "\n## Extra memory of one call\n\n" << (memory ? std::string(std::istreambuf_iterator<char>(memory), {}) : "not measured\n");
+  }
+}
+
+}  // namespace attnkit::bench
