@@ -84,7 +84,7 @@ Batch<T> exp2(Batch<T> x) {
                           xsimd::bitwise_cast<IntBatch>(Batch<T>(Bits::kRoundingShift));
   const IntBatch exponent = (n_bits + IntBatch(Bits::kBias)) << Bits::kMantissaBits;
   const Batch<T> result = poly * xsimd::bitwise_cast<Batch<T>>(exponent);
-  return xsimd::select(x != x, x, result);  // NaN in, NaN out (max/min above may drop it)
+  return xsimd::select(xsimd::isnan(x), x, result);  // NaN in, NaN out (max/min above may drop it)
 }
 
 }  // namespace attnkit::simd
