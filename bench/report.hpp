@@ -51,6 +51,8 @@ class Registry {
 /// Console output as usual, plus a copy of every run for the report.
 class CollectingReporter : public benchmark::ConsoleReporter {
  public:
+  CollectingReporter() : ConsoleReporter(OO_None) {}
+
   void ReportRuns(const std::vector<Run>& runs) override {
     runs_.insert(runs_.end(), runs.begin(), runs.end());
     ConsoleReporter::ReportRuns(runs);

@@ -17,6 +17,20 @@ using Batch = xsimd::batch<T>;
 template <class T>
 inline constexpr std::size_t kWidth = Batch<T>::size;
 
+/// Keeps an already loaded batch in a register. Micro-kernels load a vector once and use it
+/// for several FMAs; GCC otherwise folds the load into every one of those FMAs as a memory
+/// operand, so the kernel issues a load per FMA and becomes load-port bound. An empty asm
+/// with a register operand ("+v": any SIMD register) makes the value opaque, so it is loaded
+/// exactly once. No instruction is emitted.
+template <class T>
+inline void keep_in_register(Batch<T>& value) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  asm("" : "+v"(value.data));
+#else
+  (void)value;
+#endif
+}
+
 /// Name of the instruction set Batch<T> compiles to ("avx512bw", "sse2", ...).
 inline const char* arch_name() { return xsimd::default_arch::name(); }
 

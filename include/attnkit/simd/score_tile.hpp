@@ -24,7 +24,10 @@ void score_block(const T* q, index_t head_dim, const T* kt, index_t panel_cols, 
     for (index_t v = 0; v < kVectors; ++v) acc[r][v] = Batch<T>(T(0));
   for (index_t d = 0; d < head_dim; ++d, kt += panel_cols) {
     Batch<T> keys[kVectors];
-    for (index_t v = 0; v < kVectors; ++v) keys[v] = Batch<T>::load_unaligned(kt + v * kW);
+    for (index_t v = 0; v < kVectors; ++v) {
+      keys[v] = Batch<T>::load_unaligned(kt + v * kW);
+      keep_in_register(keys[v]);
+    }
     for (index_t r = 0; r < kR; ++r) {
       const Batch<T> query(q[r * head_dim + d]);
       for (index_t v = 0; v < kVectors; ++v) acc[r][v] = xsimd::fma(query, keys[v], acc[r][v]);

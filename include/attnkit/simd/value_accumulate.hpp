@@ -32,7 +32,10 @@ void accumulate_value_block(T* o, index_t o_stride, const T* alpha, const T* p, 
   }
   for (index_t j = 0; j < keys; ++j) {
     Batch<T> values[kVectors];
-    for (index_t c = 0; c < kVectors; ++c) values[c] = Batch<T>::load_aligned(v + j * v_stride + c * kW);
+    for (index_t c = 0; c < kVectors; ++c) {
+      values[c] = Batch<T>::load_aligned(v + j * v_stride + c * kW);
+      keep_in_register(values[c]);
+    }
     for (index_t r = 0; r < kR; ++r) {
       const T weight = p[r * p_stride + j];
       if constexpr (kZero == ZeroWeights::kSkip) {
