@@ -13,7 +13,7 @@ namespace attnkit::bench {
 /// Peak fp32 FMA throughput in GFLOP/s with `threads` threads: every thread runs 16
 /// independent FMA chains on the widest xsimd batch (enough to cover FMA latency times the
 /// FMA ports of current x86 cores), best of `trials` timed runs.
-inline double measure_fma_peak_gflops(int threads, int trials = 7) {
+inline double measure_fma_peak_gflops(int threads, int trials = 25) {
   using Batch = xsimd::batch<float>;
   constexpr int kChains = 16;
   constexpr std::int64_t kSteps = 1 << 22;

@@ -244,6 +244,20 @@ TEST(FullAttention, BitwiseIdenticalAcrossThreadCounts) {
   }
 }
 
+TEST(FullAttention, CallsFromInsideACallersParallelRegionRunSerially) {
+  // A caller that parallelises over its own work calls attnkit from each thread; attnkit must
+  // not nest a region and must give the same bits as a top-level call.
+  const AttentionShape s{1, 2, 2, 300, 300, 32, 32};
+  const Problem<float> p = make_problem<float>(s, InputSet::kNormal, 11);
+  Tensor<float> expected(1, 2, 300, 32, Layout::kBHLD), first = expected, second = expected;
+  attention(Full{}, p.q.cview(), p.k.cview(), p.v.cview(), expected.view);
+  Tensor<float>* outputs[] = {&first, &second};
+#pragma omp parallel for num_threads(2)
+  for (int t = 0; t < 2; ++t) attention(Full{}, p.q.cview(), p.k.cview(), p.v.cview(), outputs[t]->view);
+  EXPECT_EQ(first.data, expected.data);
+  EXPECT_EQ(second.data, expected.data);
+}
+
 TEST(FullAttention, LseOverloadWritesTheSameOutput) {
   const AttentionShape s = self_attention(130, 24);
   const Problem<float> p = make_problem<float>(s, InputSet::kNormal, 10);

@@ -46,6 +46,15 @@ void expect_plan_matches_predicate(const P& pattern, const AttentionShape& shape
         }
         EXPECT_TRUE(any_pair) << "tile [" << tile.begin << "," << tile.end << ") attends nothing";
       }
+      // A plan that reports row intervals reports exactly the allowed keys.
+      if constexpr (RowIntervalPlan<decltype(plan)>) {
+        for (index_t i = q_begin; i < q_end; ++i) {
+          const KeyRange interval = plan.row_interval(h, i);
+          for (index_t j = 0; j < shape.kv_len; ++j) {
+            ASSERT_EQ(plan.allows(h, i, j), interval.begin <= j && j < interval.end) << "row " << i << " key " << j;
+          }
+        }
+      }
       // Every attended pair lies in a visited tile.
       for (index_t i = q_begin; i < q_end; ++i)
         for (index_t j = 0; j < shape.kv_len; ++j)

@@ -44,6 +44,15 @@ concept KeyTilePlan = std::copyable<Plan> &&
       { plan.allows(head, i, j) } -> std::convertible_to<bool>;
     };
 
+/// A KeyTilePlan whose attended keys form one interval per row: row_interval(head, i) returns
+/// the KeyRange [begin, end) that row i attends (full, causal, sliding windows). The driver
+/// then masks a tile with two contiguous fills instead of one predicate call per element; the
+/// interval must agree with allows() (the property tests check it).
+template <class Plan>
+concept RowIntervalPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t head, index_t i) {
+  { plan.row_interval(head, i) } -> std::same_as<KeyRange>;
+};
+
 /// A pattern: a small copyable value describing which (query, key) pairs interact.
 ///  - plan(shape, tiles): the execution plan for one call's shapes and the driver's tile
 ///    geometry; cheap (O(n) or O(blocks)), never O(Lq * Lk).

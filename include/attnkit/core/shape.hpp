@@ -44,4 +44,12 @@ struct KeyTile {
   friend constexpr bool operator==(const KeyTile&, const KeyTile&) = default;
 };
 
+/// Key positions [begin, end); empty when begin >= end.
+struct KeyRange {
+  index_t begin = 0;
+  index_t end = 0;
+
+  friend constexpr bool operator==(const KeyRange&, const KeyRange&) = default;
+};
+
 }  // namespace attnkit

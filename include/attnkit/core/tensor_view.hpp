@@ -2,6 +2,7 @@
 // TensorView<T>: a non-owning 4-D strided view [batch, heads, seq, dim] with unit last stride.
 
 #include <array>
+#include <string>
 #include <type_traits>
 
 #include "attnkit/core/errors.hpp"
@@ -59,23 +60,25 @@ class TensorView {
 
 namespace detail {
 
-inline void require_non_negative_sizes(const char* helper, index_t b, index_t h, index_t l, index_t d) {
-  const char* names[] = {"B", "H", "L", "D"};
-  const index_t values[] = {b, h, l, d};
+/// View of a contiguous buffer holding the [B, H, L, D] axes in memory order `order`
+/// (outermost first, e.g. {0, 2, 1, 3} for [B, L, H, D]). Rejects negative sizes and element
+/// counts that overflow int64, naming `helper`.
+template <class T>
+TensorView<T> contiguous_view(const char* helper, T* data, std::array<index_t, 4> sizes, std::array<int, 4> order) {
+  static const char* const names[] = {"B", "H", "L", "D"};
   for (int axis = 0; axis < 4; ++axis) {
-    if (values[axis] < 0) {
-      reject(std::string(helper) + ": " + names[axis], values[axis], "sizes must be >= 0");
+    if (sizes[axis] < 0) reject(std::string(helper) + ": " + names[axis], sizes[axis], "sizes must be >= 0");
+  }
+  std::array<index_t, 4> strides{};
+  index_t extent = 1;
+  for (int position = 3; position >= 0; --position) {
+    const int axis = order[position];
+    strides[axis] = extent;
+    if (__builtin_mul_overflow(extent, sizes[axis], &extent)) {
+      reject(std::string(helper) + ": " + names[axis], sizes[axis], "the element count overflows int64");
     }
   }
-}
-
-/// a * b, or an attnkit::invalid_argument naming `what` when the product overflows index_t.
-inline index_t checked_product(const char* what, index_t a, index_t b) {
-  index_t product = 0;
-  if (__builtin_mul_overflow(a, b, &product)) {
-    reject(what, std::to_string(a) + " * " + std::to_string(b), "element count overflows int64");
-  }
-  return product;
+  return TensorView<T>(data, sizes, strides);
 }
 
 }  // namespace detail
@@ -83,24 +86,14 @@ inline index_t checked_product(const char* what, index_t a, index_t b) {
 /// View of a contiguous [B, H, L, D] buffer (PyTorch's default attention layout).
 template <class T>
 TensorView<T> bhld(T* data, index_t B, index_t H, index_t L, index_t D) {
-  detail::require_non_negative_sizes("bhld", B, H, L, D);
-  const index_t seq_stride = D;
-  const index_t head_stride = detail::checked_product("bhld: L * D", L, D);
-  const index_t batch_stride = detail::checked_product("bhld: H * L * D", H, head_stride);
-  detail::checked_product("bhld: B * H * L * D", B, batch_stride);
-  return TensorView<T>(data, {B, H, L, D}, {batch_stride, head_stride, seq_stride, 1});
+  return detail::contiguous_view("bhld", data, {B, H, L, D}, {kBatch, kHeads, kSeq, kDim});
 }
 
 /// View of a contiguous [B, L, H, D] buffer (the layout a fused QKV projection produces),
 /// seen as [B, H, L, D] through strides; no copy.
 template <class T>
 TensorView<T> blhd(T* data, index_t B, index_t L, index_t H, index_t D) {
-  detail::require_non_negative_sizes("blhd", B, H, L, D);
-  const index_t head_stride = D;
-  const index_t seq_stride = detail::checked_product("blhd: H * D", H, D);
-  const index_t batch_stride = detail::checked_product("blhd: L * H * D", L, seq_stride);
-  detail::checked_product("blhd: B * L * H * D", B, batch_stride);
-  return TensorView<T>(data, {B, H, L, D}, {batch_stride, head_stride, seq_stride, 1});
+  return detail::contiguous_view("blhd", data, {B, H, L, D}, {kBatch, kSeq, kHeads, kDim});
 }
 
 /// View of a contiguous [B, H, L] log-sum-exp buffer, as the [B, H, L, 1] TensorView that the

@@ -49,6 +49,27 @@ struct QueryTileWorkspace {
   OnlineSoftmax<T> softmax;
 };
 
+template <class T>
+inline constexpr T kExcluded = -std::numeric_limits<T>::infinity();
+
+/// Sets the scores of row i's keys in `tile` that the plan excludes to -inf (selection: the
+/// excluded scores, possibly NaN, are overwritten, never combined arithmetically).
+template <class T, KeyTilePlan Plan>
+void exclude_masked(const Plan& plan, index_t h, index_t i, const KeyTile& tile, T* row) {
+  const index_t keys = tile.end - tile.begin;
+  if constexpr (RowIntervalPlan<Plan>) {
+    const KeyRange allowed = plan.row_interval(h, i);
+    const index_t first = std::clamp(allowed.begin - tile.begin, index_t{0}, keys);
+    const index_t last = std::clamp(allowed.end - tile.begin, first, keys);
+    std::fill(row, row + first, kExcluded<T>);
+    std::fill(row + last, row + keys, kExcluded<T>);
+  } else {
+    for (index_t c = 0; c < keys; ++c) {
+      if (!plan.allows(h, i, tile.begin + c)) row[c] = kExcluded<T>;
+    }
+  }
+}
+
 /// Computes output rows [q_begin, q_end) of query head h in batch b against the packed K/V of
 /// its kv head, visiting exactly the key tiles the plan lists.
 template <class T, KeyTilePlan Plan>
@@ -80,15 +101,10 @@ void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileSh
     const index_t columns = attnkit::detail::round_up(keys, kW);
     simd::score_tile(queries, head_dim, panels.key_panel(panel) + offset, tiles.key_rows, padded_rows, keys, scores,
                      score_stride);
-    constexpr T kExcluded = -std::numeric_limits<T>::infinity();
     for (index_t r = 0; r < rows; ++r) {
       T* row = scores + r * score_stride;
-      if (tile.needs_mask) {
-        for (index_t c = 0; c < keys; ++c) {
-          if (!plan.allows(h, q_begin + r, tile.begin + c)) row[c] = kExcluded;
-        }
-      }
-      std::fill(row + keys, row + columns, kExcluded);  // vector tail past the last key
+      if (tile.needs_mask) exclude_masked(plan, h, q_begin + r, tile, row);
+      std::fill(row + keys, row + columns, kExcluded<T>);  // vector tail past the last key
     }
     work.softmax.absorb_scores(scores, score_stride, rows, columns);
     const T* values = panels.value_rows(tile.begin);

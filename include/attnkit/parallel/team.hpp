@@ -18,9 +18,11 @@ namespace attnkit::parallel {
 inline constexpr double kMinFlopsPerExtraThread = 4.0e6;
 
 /// Threads for a call: `requested` (0 = OpenMP's default), reduced so that every thread
-/// beyond the first has at least kMinFlopsPerExtraThread of work.
+/// beyond the first has at least kMinFlopsPerExtraThread of work. A call made from inside the
+/// caller's own parallel region runs on the calling thread: regions are never nested.
 inline int resolve_threads(int requested, double flops) {
 #if defined(_OPENMP)
+  if (omp_in_parallel()) return 1;
   const int wanted = requested > 0 ? requested : omp_get_max_threads();
 #else
   const int wanted = 1;
@@ -30,20 +32,20 @@ inline int resolve_threads(int requested, double flops) {
   return affordable < wanted ? std::max(1, static_cast<int>(affordable)) : wanted;
 }
 
-/// The members of a running region, seen from one thread.
+/// The members of a running region, seen from one thread. A team of one runs its loops
+/// plainly: an `omp for` there would bind to an enclosing region of the caller's and split
+/// the caller's threads' work among them.
 class Team {
  public:
-  int thread_index() const {
-#if defined(_OPENMP)
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-  }
+  explicit Team(bool in_own_region) : in_own_region_(in_own_region) {}
 
   /// body(i) for i in [0, count), split in equal contiguous chunks; all threads wait at the end.
   template <class Body>
   void for_each_static(index_t count, Body&& body) {
+    if (!in_own_region_) {
+      for (index_t i = 0; i < count; ++i) body(i);
+      return;
+    }
 #if defined(_OPENMP)
 #pragma omp for schedule(static)
 #endif
@@ -54,11 +56,18 @@ class Team {
   /// all threads wait at the end. Callers order items heaviest first.
   template <class Body>
   void for_each_dynamic(index_t count, Body&& body) {
+    if (!in_own_region_) {
+      for (index_t i = 0; i < count; ++i) body(i);
+      return;
+    }
 #if defined(_OPENMP)
 #pragma omp for schedule(dynamic, 1)
 #endif
     for (index_t i = 0; i < count; ++i) body(i);
   }
+
+ private:
+  bool in_own_region_;
 };
 
 /// Runs body(Team&) on `threads` threads (one thread: no region is opened).
@@ -68,13 +77,13 @@ void parallel_region(int threads, Body&& body) {
   if (threads > 1) {
 #pragma omp parallel num_threads(threads)
     {
-      Team team;
+      Team team(true);
       body(team);
     }
     return;
   }
 #endif
-  Team team;
+  Team team(false);
   body(team);
 }
 

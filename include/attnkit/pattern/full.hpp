@@ -47,6 +47,9 @@ struct Full {
       }
     }
     bool allows(index_t /*head*/, index_t i, index_t j) const { return !causal_ || j <= i + causal_offset_; }
+    KeyRange row_interval(index_t /*head*/, index_t i) const {
+      return KeyRange{0, causal_ ? std::clamp(i + causal_offset_ + 1, index_t{0}, kv_len_) : kv_len_};
+    }
 
    private:
     bool causal_;
