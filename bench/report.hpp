@@ -162,7 +162,7 @@ inline void write_report(const std::string& path, const Registry& registry,
         << "|---|---|---|---|---|\n";
     const std::string naive = detail::family_name("naive_eigen", info.kind, info.dim, info.threads);
     for (const Point& p : points.at(name)) {
-      const Point* baseline = detail::find_point(points, naive, p.n);
+      const Point* baseline = info.implementation == "naive_eigen" ? nullptr : detail::find_point(points, naive, p.n);
       out << "| " << p.n << " | " << fixed(p.seconds * 1e3, 3) << " | " << fixed(p.gflops(), 1) << " | "
           << (peak > 0 ? fixed(100.0 * p.gflops() / peak, 1) : "-") << " | "
           << (baseline ? fixed(baseline->seconds / p.seconds, 2) + "x" : "-") << " |\n";
