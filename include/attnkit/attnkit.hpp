@@ -15,4 +15,5 @@
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/eigen.hpp"
 #include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/sliding_window.hpp"
 #include "attnkit/reference/attention.hpp"

@@ -1,0 +1,121 @@
+#pragma once
+// attnkit::SlidingWindow: each query attends a band of keys around its own position
+// (SPEC.md section 2).
+
+#include <algorithm>
+#include <limits>
+
+#include "attnkit/core/cost.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/index.hpp"
+#include "attnkit/core/shape.hpp"
+
+namespace attnkit {
+
+/// mu_ij = 1 iff i - left <= j <= i + right and 0 <= j < Lk: two one-sided radii, inclusive;
+/// positions outside the sequence are dropped, not wrapped. Symmetric radius w: left = right
+/// = w (2w + 1 keys inside the sequence); causal window of w past keys: left = w, right = 0.
+/// Radii are clamped to the sequence, so kUnbounded (or any radius >= Lk) means "no limit"
+/// on that side: {kUnbounded, 0} is full causal attention for Lq = Lk.
+/// Query i is aligned with key i (no bottom-right shift when Lq != Lk, unlike Full{.causal}).
+class SlidingWindow {
+ public:
+  static constexpr index_t kUnbounded = std::numeric_limits<index_t>::max();
+
+  /// Radii `left` (keys before i) and `right` (keys after i), each >= 0.
+  SlidingWindow(index_t left, index_t right) : left_(left), right_(right) {
+    if (left < 0) detail::reject("SlidingWindow: left", left, "radius must be >= 0");
+    if (right < 0) detail::reject("SlidingWindow: right", right, "radius must be >= 0");
+  }
+
+  /// left = right = radius.
+  static SlidingWindow symmetric(index_t radius) { return SlidingWindow(radius, radius); }
+  /// The last `past` keys and the query's own: left = past, right = 0.
+  static SlidingWindow causal(index_t past) { return SlidingWindow(past, 0); }
+  /// HF Longformer's `attention_window` (even, the total width of the band): radius
+  /// attention_window / 2 on each side.
+  static SlidingWindow from_hf_attention_window(index_t attention_window) {
+    if (attention_window <= 0 || attention_window % 2 != 0) {
+      detail::reject("SlidingWindow::from_hf_attention_window: attention_window", attention_window,
+                     "must be positive and even (HF Longformer's rule)");
+    }
+    return symmetric(attention_window / 2);
+  }
+  /// The Longformer and BigBird papers' "window w": the total width, radius w / 2 each side.
+  static SlidingWindow from_total_width(index_t width) {
+    if (width <= 0) detail::reject("SlidingWindow::from_total_width: width", width, "must be >= 1");
+    return symmetric(width / 2);
+  }
+
+  index_t left() const { return left_; }
+  index_t right() const { return right_; }
+
+  /// Keys [begin, end) that row i attends in a sequence of kv_len keys.
+  static KeyRange band(index_t i, index_t left, index_t right, index_t kv_len) {
+    const index_t begin = left >= i ? 0 : i - left;
+    const index_t end = right >= kv_len - i ? kv_len : i + right + 1;
+    return KeyRange{std::min(begin, kv_len), std::max(end, index_t{0})};
+  }
+
+  class Mask {
+   public:
+    Mask(index_t left, index_t right) : left_(left), right_(right) {}
+    int multiplicity(index_t /*head*/, index_t i, index_t j) const {
+      return (j <= i || j - i <= right_) && (j >= i || i - j <= left_) ? 1 : 0;
+    }
+
+   private:
+    index_t left_, right_;
+  };
+
+  /// Key tiles of a query tile [q_begin, q_end): the union of its rows' bands, cut at aligned
+  /// key tiles; a tile runs unmasked when it lies inside every row's band, i.e. inside
+  /// [q_end - 1 - left, q_begin + right].
+  class Plan {
+   public:
+    Plan(index_t left, index_t right, index_t kv_len, index_t key_rows)
+        : left_(left), right_(right), kv_len_(kv_len), key_rows_(key_rows) {}
+
+    template <class Visit>
+    void for_each_key_tile(index_t /*head*/, index_t q_begin, index_t q_end, Visit&& visit) const {
+      const KeyRange first = band(q_begin, left_, right_, kv_len_);
+      const KeyRange last = band(q_end - 1, left_, right_, kv_len_);
+      const index_t begin = first.begin, end = last.end;   // union of the rows' bands
+      const index_t common_begin = last.begin, common_end = first.end;  // their intersection
+      for (index_t tile_begin = begin / key_rows_ * key_rows_; tile_begin < end; tile_begin += key_rows_) {
+        const index_t b = std::max(tile_begin, begin);
+        const index_t e = std::min(tile_begin + key_rows_, end);
+        if (b < e) visit(KeyTile{b, e, b < common_begin || e > common_end});
+      }
+    }
+    bool allows(index_t /*head*/, index_t i, index_t j) const {
+      const KeyRange r = band(i, left_, right_, kv_len_);
+      return r.begin <= j && j < r.end;
+    }
+    KeyRange row_interval(index_t /*head*/, index_t i) const { return band(i, left_, right_, kv_len_); }
+
+   private:
+    index_t left_, right_, kv_len_, key_rows_;
+  };
+
+  Mask mask(const AttentionShape& /*shape*/) const { return Mask(left_, right_); }
+  Plan plan(const AttentionShape& shape, const TileShape& tiles) const {
+    return Plan(left_, right_, shape.kv_len, tiles.key_rows);
+  }
+
+  /// Pairs per head: the clipped band width summed over rows (O(Lq)).
+  PatternCost cost(const AttentionShape& shape) const {
+    double pairs = 0;
+    for (index_t i = 0; i < shape.q_len; ++i) {
+      const KeyRange r = band(i, left_, right_, shape.kv_len);
+      pairs += static_cast<double>(std::max(index_t{0}, r.end - r.begin));
+    }
+    return softmax_cost(pairs, shape);
+  }
+
+ private:
+  index_t left_;
+  index_t right_;
+};
+
+}  // namespace attnkit

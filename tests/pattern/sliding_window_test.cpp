@@ -1,0 +1,154 @@
+// attnkit::SlidingWindow (SPEC.md section 2): literal masks, conventions, plan properties,
+// identities and the kernel against the float64 reference.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "attnkit/attnkit.hpp"
+#include "support/pattern_checks.hpp"
+#include "support/test_data.hpp"
+
+namespace attnkit::testing {
+namespace {
+
+template <MaskedPattern P>
+std::vector<std::vector<int>> mask_of(const P& pattern, index_t lq, index_t lk) {
+  const auto mask = pattern.mask(AttentionShape{1, 1, 1, lq, lk, 1, 1});
+  std::vector<std::vector<int>> rows(static_cast<std::size_t>(lq), std::vector<int>(static_cast<std::size_t>(lk)));
+  for (index_t i = 0; i < lq; ++i)
+    for (index_t j = 0; j < lk; ++j) rows[i][j] = mask.multiplicity(0, i, j);
+  return rows;
+}
+
+using Rows = std::vector<std::vector<int>>;
+
+TEST(SlidingWindowMask, SymmetricRadiusOne) {
+  EXPECT_EQ(mask_of(SlidingWindow::symmetric(1), 4, 4), (Rows{{1, 1, 0, 0}, {1, 1, 1, 0}, {0, 1, 1, 1}, {0, 0, 1, 1}}));
+}
+
+TEST(SlidingWindowMask, CausalOnePastKey) {
+  EXPECT_EQ(mask_of(SlidingWindow::causal(1), 4, 4), (Rows{{1, 0, 0, 0}, {1, 1, 0, 0}, {0, 1, 1, 0}, {0, 0, 1, 1}}));
+}
+
+TEST(SlidingWindowMask, AsymmetricLookAhead) {
+  EXPECT_EQ(mask_of(SlidingWindow(0, 2), 4, 5),
+            (Rows{{1, 1, 1, 0, 0}, {0, 1, 1, 1, 0}, {0, 0, 1, 1, 1}, {0, 0, 0, 1, 1}}));
+}
+
+TEST(SlidingWindowMask, MoreQueriesThanKeysAreNotShifted) {
+  // Query i is aligned with key i: rows past the keys see only the band's overlap.
+  EXPECT_EQ(mask_of(SlidingWindow::symmetric(1), 4, 2), (Rows{{1, 1}, {1, 1}, {0, 1}, {0, 0}}));
+}
+
+TEST(SlidingWindowConventions, HelpersGiveRadii) {
+  const SlidingWindow hf = SlidingWindow::from_hf_attention_window(512);
+  EXPECT_EQ(hf.left(), 256);
+  EXPECT_EQ(hf.right(), 256);
+  const SlidingWindow paper = SlidingWindow::from_total_width(7);
+  EXPECT_EQ(paper.left(), 3);
+  EXPECT_EQ(paper.right(), 3);
+  EXPECT_EQ(SlidingWindow::causal(5).left(), 5);
+  EXPECT_EQ(SlidingWindow::causal(5).right(), 0);
+}
+
+TEST(SlidingWindowConventions, BadParametersAreRejected) {
+  const auto expect_message = [](auto make, const std::string& fragment) {
+    try {
+      make();
+      ADD_FAILURE() << "no exception, expected " << fragment;
+    } catch (const attnkit::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
+    }
+  };
+  expect_message([] { return SlidingWindow(-1, 2); }, "SlidingWindow: left = -1");
+  expect_message([] { return SlidingWindow(2, -3); }, "SlidingWindow: right = -3");
+  expect_message([] { return SlidingWindow::from_hf_attention_window(7); }, "attention_window = 7");
+  expect_message([] { return SlidingWindow::from_hf_attention_window(0); }, "attention_window = 0");
+  expect_message([] { return SlidingWindow::from_total_width(0); }, "width = 0");
+}
+
+TEST(SlidingWindowPlan, AgreesWithPredicateOverRandomParameters) {
+  for (std::uint64_t trial = 0; trial < 300; ++trial) {
+    const auto draw = [&](std::uint64_t stream, index_t limit) {
+      return static_cast<index_t>(splitmix64(trial * 16 + stream) % static_cast<std::uint64_t>(limit));
+    };
+    const AttentionShape shape{1, 1, 1, draw(1, 400), draw(2, 400), 4, 4};
+    const TileShape tiles{1 + draw(3, 96), 1 + draw(4, 160)};
+    const index_t left = draw(5, 4) == 0 ? SlidingWindow::kUnbounded : draw(6, 300);
+    const index_t right = draw(7, 4) == 0 ? SlidingWindow::kUnbounded : draw(8, 300);
+    expect_plan_matches_predicate(SlidingWindow(left, right), shape, tiles);
+  }
+}
+
+TEST(SlidingWindowCost, AttendedPairsCountTheMask) {
+  for (index_t lq : {0, 1, 9, 100})
+    for (index_t lk : {0, 1, 9, 130})
+      for (auto [left, right] : {std::pair<index_t, index_t>{0, 0}, {3, 0}, {2, 7}, {SlidingWindow::kUnbounded, 1}}) {
+        const AttentionShape shape{1, 2, 1, lq, lk, 8, 8};
+        const auto mask = SlidingWindow(left, right).mask(shape);
+        double pairs = 0;
+        for (index_t i = 0; i < lq; ++i)
+          for (index_t j = 0; j < lk; ++j) pairs += mask.multiplicity(0, i, j);
+        EXPECT_EQ(SlidingWindow(left, right).cost(shape).attended_pairs, 2 * pairs);
+      }
+}
+
+TEST(SlidingWindowIdentity, RadiusZeroReturnsTheValueRow) {
+  const AttentionShape s{1, 2, 2, 200, 200, 16, 12};
+  const Problem<float> p = make_problem<float>(s, InputSet::kNormal, 21);
+  Tensor<float> out(1, 2, 200, 12, Layout::kBHLD);
+  attention(SlidingWindow::symmetric(0), p.q.cview(), p.k.cview(), p.v.cview(), out.view);
+  EXPECT_EQ(out.data, p.v.data);
+}
+
+TEST(SlidingWindowIdentity, WideRadiusEqualsFullAttention) {
+  const AttentionShape s{1, 2, 1, 300, 300, 32, 32};
+  const Problem<float> p = make_problem<float>(s, InputSet::kNormal, 22);
+  Tensor<float> window(1, 2, 300, 32, Layout::kBHLD), full = window, causal_window = window, causal = window;
+  attention(SlidingWindow::symmetric(299), p.q.cview(), p.k.cview(), p.v.cview(), window.view);
+  attention(Full{}, p.q.cview(), p.k.cview(), p.v.cview(), full.view);
+  attention(SlidingWindow(SlidingWindow::kUnbounded, 0), p.q.cview(), p.k.cview(), p.v.cview(), causal_window.view);
+  attention(Full{.causal = true}, p.q.cview(), p.k.cview(), p.v.cview(), causal.view);
+  // Same attended sets; the two plans may cut tiles differently, so compare at rounding level.
+  EXPECT_TRUE(all_close(window, full, Tolerance{1e-6, 1e-5}));
+  EXPECT_TRUE(all_close(causal_window, causal, Tolerance{1e-6, 1e-5}));
+}
+
+struct WindowCase {
+  index_t left, right;
+};
+
+class SlidingWindowAttention : public ::testing::TestWithParam<WindowCase> {};
+
+TEST_P(SlidingWindowAttention, MatchesReference) {
+  const SlidingWindow pattern(GetParam().left, GetParam().right);
+  for (index_t dim : {1, 16, 33, 64, 129})
+    for (index_t n : {1, 2, 3, 7, 63, 64, 65, 127, 129, 1000}) {
+      SCOPED_TRACE(::testing::Message() << "n " << n << " D " << dim);
+      const AttentionShape shape{1, 1, 1, n, n, dim, dim};
+      expect_matches_reference<float>(pattern, shape, InputSet::kNormal, static_cast<std::uint64_t>(n + dim));
+      expect_matches_reference<double>(pattern, shape, InputSet::kNormal, static_cast<std::uint64_t>(n + dim));
+    }
+  for (InputSet set : {InputSet::kPeaky, InputSet::kOffset}) {
+    expect_matches_reference<float>(pattern, AttentionShape{1, 1, 1, 300, 300, 64, 64}, set, 5);
+    expect_matches_reference<double>(pattern, AttentionShape{1, 1, 1, 300, 300, 64, 64}, set, 5);
+  }
+  // Lq != Lk, Dv != D, grouped heads, [B, L, H, D] strides.
+  expect_matches_reference<float>(pattern, AttentionShape{2, 4, 2, 150, 260, 32, 20}, InputSet::kNormal, 6,
+                                  Layout::kBLHD);
+  expect_matches_reference<float>(pattern, AttentionShape{1, 2, 1, 260, 150, 17, 40}, InputSet::kNormal, 7);
+}
+
+INSTANTIATE_TEST_SUITE_P(Windows, SlidingWindowAttention,
+                         ::testing::Values(WindowCase{0, 0}, WindowCase{1, 1}, WindowCase{5, 5}, WindowCase{64, 64},
+                                           WindowCase{16, 0}, WindowCase{3, 40}, WindowCase{100, 0},
+                                           WindowCase{200, 130}),
+                         [](const ::testing::TestParamInfo<WindowCase>& param_info) {
+                           return "Left" + std::to_string(param_info.param.left) + "Right" +
+                                  std::to_string(param_info.param.right);
+                         });
+
+}  // namespace
+}  // namespace attnkit::testing

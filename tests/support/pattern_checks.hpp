@@ -1,0 +1,116 @@
+#pragma once
+// Checks every pattern's tests share: kernel against the float64 reference, and the key-tile
+// plan against the pattern's predicate and mask.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <vector>
+
+#include "attnkit/attnkit.hpp"
+#include "support/accuracy.hpp"
+#include "support/test_data.hpp"
+
+namespace attnkit::testing {
+
+/// attnkit::attention against reference::attention for one pattern, shape and input set, with
+/// the tolerances of SPEC.md section 11 (output and log-sum-exp).
+template <class T, MaskedPattern P>
+void expect_matches_reference(const P& pattern, const AttentionShape& s, InputSet set, std::uint64_t seed,
+                              Layout layout = Layout::kBHLD) {
+  const Problem<T> p = make_problem<T>(s, set, seed, layout);
+  Tensor<T> out(s.batch, s.q_heads, s.q_len, s.value_dim, layout), ref = out;
+  Tensor<T> lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD), ref_lse = lse;
+  attention(pattern, p.q.cview(), p.k.cview(), p.v.cview(), out.view, lse.view);
+  reference::attention(pattern, p.q.cview(), p.k.cview(), p.v.cview(), ref.view, ref_lse.view);
+  const double v_max = std::max(max_abs(p.v), 1e-30);
+
+  if constexpr (std::is_same_v<T, float>) {
+    // SPEC.md section 11: at most 2x the error of a naive float dense implementation plus 1e-6,
+    // compared as RMS over the output (the maximum over a few rows mostly measures which
+    // logits happened to round badly), and elementwise atol = 2e-5 max|V|, rtol = 1e-4.
+    Tensor<T> naive = out;
+    reference::detail::dense_attention<float, float>(pattern, p.q.cview(), p.k.cview(), p.v.cview(), naive.view,
+                                                     nullptr, Options{});
+    const double kernel_error = rms_difference(out, ref);
+    const double naive_error = rms_difference(naive, ref);
+    if (set != InputSet::kOffset) {
+      EXPECT_LE(kernel_error, 2 * naive_error + 1e-6) << "naive float RMS error " << naive_error;
+      EXPECT_TRUE(all_close(out, ref, Tolerance{2e-5 * v_max, 1e-4}));
+    } else {
+      // Logits of 1e4 carry float rounding of ulp(1e4) ~ 1e-3 in any float32 method, so the
+      // SPEC bounds cannot hold. Elementwise bound: the rounding of a length-D float dot
+      // product of that size, 4 sqrt(D) u max|s| (u = 2^-24, max|s| <= max lse), times max|V|;
+      // the naive rule once there are enough rows for an RMS to mean something.
+      const double logit_rounding = 4 * std::sqrt(static_cast<double>(s.head_dim)) * 0x1p-24 * max_abs(ref_lse);
+      EXPECT_TRUE(all_close(out, ref, Tolerance{(2e-5 + logit_rounding) * v_max, 1e-4}));
+      if (s.q_len >= 64) {
+        EXPECT_LE(kernel_error, 2 * naive_error + 1e-6) << "naive float RMS error " << naive_error;
+      }
+    }
+    EXPECT_TRUE(all_close(lse, ref_lse, Tolerance{2e-5, 2e-5}));
+  } else {
+    // float64: rtol 1e-12. Rounding of the logits themselves grows with their magnitude, so the
+    // +1e4 offset set scales both bounds by 1e4.
+    const double logit_scale = set == InputSet::kOffset ? 1e4 : 1.0;
+    EXPECT_TRUE(all_close(out, ref, Tolerance{1e-12 * v_max * logit_scale, 1e-12 * logit_scale}));
+    EXPECT_TRUE(all_close(lse, ref_lse, Tolerance{1e-12 * logit_scale, 1e-12}));
+  }
+}
+
+/// Checks every contract of KeyTilePlan for one shape and tile geometry.
+template <MaskedPattern P>
+void expect_plan_matches_predicate(const P& pattern, const AttentionShape& shape, const TileShape& tiles) {
+  const auto plan = pattern.plan(shape, tiles);
+  const auto mask = pattern.mask(shape);
+  SCOPED_TRACE(::testing::Message() << "Lq " << shape.q_len << " Lk " << shape.kv_len << " tiles "
+                                    << tiles.query_rows << "x" << tiles.key_rows);
+  for (index_t h = 0; h < shape.q_heads; ++h) {
+    for (index_t q_begin = 0; q_begin < shape.q_len; q_begin += tiles.query_rows) {
+      const index_t q_end = std::min(q_begin + tiles.query_rows, shape.q_len);
+      std::vector<KeyTile> visited;
+      plan.for_each_key_tile(h, q_begin, q_end, [&](const KeyTile& tile) { visited.push_back(tile); });
+      std::set<index_t> keys;
+      index_t previous_end = 0;
+      for (const KeyTile& tile : visited) {
+        ASSERT_LT(tile.begin, tile.end);
+        ASSERT_GE(tile.begin, previous_end) << "tiles overlap or go backwards";
+        ASSERT_LE(tile.end, shape.kv_len);
+        ASSERT_EQ(tile.begin / tiles.key_rows, (tile.end - 1) / tiles.key_rows) << "tile crosses an aligned key tile";
+        previous_end = tile.end;
+        bool any_pair = false;
+        for (index_t j = tile.begin; j < tile.end; ++j) {
+          keys.insert(j);
+          for (index_t i = q_begin; i < q_end; ++i) {
+            const bool allowed = plan.allows(h, i, j);
+            ASSERT_EQ(allowed, mask.multiplicity(h, i, j) > 0) << "predicate and mask disagree at " << i << "," << j;
+            if (!tile.needs_mask) {
+              ASSERT_TRUE(allowed) << "unmasked tile holds an excluded pair " << i << "," << j;
+            }
+            any_pair |= allowed;
+          }
+        }
+        EXPECT_TRUE(any_pair) << "tile [" << tile.begin << "," << tile.end << ") attends nothing";
+      }
+      // A plan that reports row intervals reports exactly the allowed keys.
+      if constexpr (RowIntervalPlan<decltype(plan)>) {
+        for (index_t i = q_begin; i < q_end; ++i) {
+          const KeyRange interval = plan.row_interval(h, i);
+          for (index_t j = 0; j < shape.kv_len; ++j) {
+            ASSERT_EQ(plan.allows(h, i, j), interval.begin <= j && j < interval.end) << "row " << i << " key " << j;
+          }
+        }
+      }
+      // Every attended pair lies in a visited tile.
+      for (index_t i = q_begin; i < q_end; ++i)
+        for (index_t j = 0; j < shape.kv_len; ++j)
+          if (mask.multiplicity(h, i, j) > 0) {
+            ASSERT_TRUE(keys.count(j)) << "pair " << i << "," << j << " not visited";
+          }
+    }
+  }
+}
+
+}  // namespace attnkit::testing
