@@ -63,13 +63,14 @@ void finish(benchmark::State& state, index_t n, double flops, int threads) {
   state.counters["flop"] = flops;
 }
 
-void register_attnkit(attnkit::bench::Registry& registry, bool causal, index_t dim, int threads, index_t max_n) {
-  const std::string name = std::string("attnkit/") + (causal ? "causal" : "full") + "/D:" + std::to_string(dim) +
-                           "/threads:" + std::to_string(threads);
+/// attnkit with `pattern` at n = first_n, 2 first_n, ..., max_n (B = 1, H = 8, D = Dv = dim).
+template <attnkit::AttentionPattern P>
+void register_pattern(attnkit::bench::Registry& registry, const std::string& kind, const P& pattern, index_t dim,
+                      int threads, index_t first_n, index_t max_n) {
+  const std::string name = "attnkit/" + kind + "/D:" + std::to_string(dim) + "/threads:" + std::to_string(threads);
   auto* family = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
     const index_t n = state.range(0);
     Inputs in(n, dim);
-    const attnkit::Full pattern{.causal = causal};
     const attnkit::Options options{.threads = threads};
     const auto view = [&](auto& buffer) { return attnkit::bhld(buffer.data(), 1, kHeads, n, dim); };
     for (auto _ : state) {
@@ -79,9 +80,13 @@ void register_attnkit(attnkit::bench::Registry& registry, bool causal, index_t d
     const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, dim, dim};
     finish(state, n, pattern.cost(shape).flops, threads);
   });
-  for (index_t n : sizes(256, max_n)) family->Arg(n);
+  for (index_t n : sizes(first_n, max_n)) family->Arg(n);
   family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(3)->ReportAggregatesOnly();
-  registry.add(name, BenchmarkInfo{"attnkit", causal ? "causal" : "full", dim, threads});
+  registry.add(name, BenchmarkInfo{"attnkit", kind, dim, threads});
+}
+
+void register_attnkit(attnkit::bench::Registry& registry, bool causal, index_t dim, int threads, index_t max_n) {
+  register_pattern(registry, causal ? "causal" : "full", attnkit::Full{.causal = causal}, dim, threads, 256, max_n);
 }
 
 void register_naive(attnkit::bench::Registry& registry, bool causal, index_t dim, int threads, index_t max_n) {
@@ -177,6 +182,10 @@ int main(int argc, char** argv) {
     register_attnkit(registry, causal, 64, 1, std::min<index_t>(max_n, 8192));
   }
   for (const bool causal : {false, true}) register_attnkit(registry, causal, 128, all_threads, max_n);
+  // Sparse patterns (issue 3), n = 1024 ... 65536: GFLOP/s on attended pairs against full's.
+  const index_t sparse_max_n = std::max<index_t>(4 * max_n, 1024);
+  register_pattern(registry, "window_r256", attnkit::SlidingWindow::symmetric(256), 64, all_threads, 1024,
+                   sparse_max_n);
   for (const index_t dim : {index_t{64}, index_t{128}})
     for (const bool causal : {false, true}) register_naive(registry, causal, dim, all_threads, max_n);
   register_reference(registry, 64, max_n);

@@ -192,6 +192,15 @@ inline void write_report(const std::string& path, const Registry& registry,
   row("full: " + std::to_string(all) + " threads over 1 thread", full_all && full_one ? Opt(full_one->seconds / full_all->seconds) : Opt(), 1.8, "x");
   row("causal speedup over full (" + std::to_string(all) + " threads)", full_all && causal_all ? Opt(full_all->seconds / causal_all->seconds) : Opt(), 1.7, "x");
 
+  // Sparse patterns: GFLOP/s per attended pair relative to full attention at n = 16384.
+  const Point* full_16k = detail::find_point(points, detail::family_name("attnkit", "full", 64, all), 16384);
+  for (const auto& name : registry.names()) {
+    const BenchmarkInfo& info = registry.info(name);
+    if (info.implementation != "attnkit" || info.kind == "full" || info.kind == "causal" || info.threads != all) continue;
+    const Point* sparse = detail::find_point(points, name, 16384);
+    row(info.kind + ", n=16384: GFLOP/s per attended pair / full's", full_16k && sparse ? Opt(100 * sparse->gflops() / full_16k->gflops()) : Opt(), 80, "%");
+  }
+
   if (!memory_path.empty()) {
     std::ifstream memory(memory_path);
     out << "\n## Extra memory of one call\n\n" << (memory ? std::string(std::istreambuf_iterator<char>(memory), {}) : "not measured\n");

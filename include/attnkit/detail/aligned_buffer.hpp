@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <new>
+#include <type_traits>
 
 #include "attnkit/core/index.hpp"
 
@@ -29,10 +30,9 @@ class AlignedBuffer {
   };
   static T* allocate(index_t count) {
     if (count <= 0) return nullptr;
-    T* p = static_cast<T*>(::operator new[](static_cast<std::size_t>(count) * sizeof(T),
-                                            std::align_val_t{kBufferAlignment}));
-    std::fill(p, p + count, T{});
-    return p;
+    static_assert(std::is_trivially_default_constructible_v<T> && std::is_trivially_destructible_v<T>);
+    return static_cast<T*>(::operator new[](static_cast<std::size_t>(count) * sizeof(T),
+                                           std::align_val_t{kBufferAlignment}));
   }
 
   std::unique_ptr<T[], Free> data_;

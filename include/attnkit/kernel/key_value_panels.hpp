@@ -9,6 +9,7 @@
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/detail/aligned_buffer.hpp"
 #include "attnkit/simd/batch.hpp"
+#include "attnkit/simd/packing.hpp"
 
 namespace attnkit::kernel {
 
@@ -41,25 +42,30 @@ class KeyValuePanels {
   const T* value_rows(index_t first_key) const { return values_.data() + first_key * value_stride_; }
   bool has_nonfinite_values(index_t tile) const { return nonfinite_[static_cast<std::size_t>(tile)] != 0; }
 
-  /// Packs key tile `tile` of (batch b, kv head h). Tiles are independent: threads may pack
-  /// different tiles concurrently. Padding written at construction stays zero.
+  /// Packs key tile `tile` of (batch b, kv head h), padding included (zeros), so nothing read
+  /// later is uninitialised. Tiles are independent: threads may pack different tiles
+  /// concurrently.
   void pack_tile(const TensorView<const T>& k, const TensorView<const T>& v, index_t b, index_t h, index_t tile) {
     const index_t first = tile * key_rows_;
     const index_t count = std::min(key_rows_, k.seq() - first);
     T* panel = keys_.data() + tile * key_rows_ * head_dim_;
-    for (index_t c = 0; c < count; ++c) {
-      const T* key = k.row(b, h, first + c);
-      for (index_t d = 0; d < head_dim_; ++d) panel[d * key_rows_ + c] = key[d];
+    simd::transpose_rows(count, head_dim_, [&](index_t c) { return k.row(b, h, first + c); }, panel, key_rows_);
+    for (index_t d = 0; d < head_dim_; ++d) std::fill(panel + d * key_rows_ + count, panel + (d + 1) * key_rows_, T(0));
+    if (tile == tile_count_ - 1) {  // the slack vector after the last panel
+      std::fill(panel + head_dim_ * key_rows_, keys_.data() + keys_.size(), T(0));
     }
     bool nonfinite = false;
     const index_t value_dim = v.dim();
-    for (index_t c = 0; c < count; ++c) {
-      const T* value = v.row(b, h, first + c);
+    for (index_t c = 0; c < key_rows_; ++c) {
       T* packed = values_.data() + (first + c) * value_stride_;
-      for (index_t d = 0; d < value_dim; ++d) {
-        packed[d] = value[d];
-        nonfinite |= !std::isfinite(value[d]);
+      index_t filled = 0;
+      if (c < count) {
+        const T* value = v.row(b, h, first + c);
+        std::copy(value, value + value_dim, packed);
+        nonfinite |= !simd::all_finite(packed, value_dim);
+        filled = value_dim;
       }
+      std::fill(packed + filled, packed + value_stride_, T(0));
     }
     nonfinite_[static_cast<std::size_t>(tile)] = nonfinite;
   }
