@@ -20,6 +20,9 @@ class AlignedBuffer {
   AlignedBuffer() = default;
   explicit AlignedBuffer(index_t count) : data_(allocate(count)), size_(count) {}
 
+  AlignedBuffer(AlignedBuffer&&) noexcept = default;
+  AlignedBuffer& operator=(AlignedBuffer&&) noexcept = default;
+
   T* data() const { return data_.get(); }
   index_t size() const { return size_; }
   T& operator[](index_t i) const { return data_.get()[i]; }

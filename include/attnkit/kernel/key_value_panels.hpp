@@ -8,6 +8,7 @@
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/detail/aligned_buffer.hpp"
+#include "attnkit/detail/thread_scratch.hpp"
 #include "attnkit/simd/batch.hpp"
 #include "attnkit/simd/packing.hpp"
 
@@ -31,15 +32,16 @@ class KeyValuePanels {
         key_rows_(tiles.key_rows),
         tile_count_(detail::ceil_div(shape.kv_len, tiles.key_rows)),
         value_stride_(detail::round_up(shape.value_dim, static_cast<index_t>(simd::kWidth<T>))),
-        keys_(tile_count_ * key_rows_ * head_dim_ + static_cast<index_t>(simd::kWidth<T>)),
-        values_(tile_count_ * key_rows_ * value_stride_),
+        keys_size_(tile_count_ * key_rows_ * head_dim_ + static_cast<index_t>(simd::kWidth<T>)),
+        keys_(detail::thread_scratch<struct KeyPanelsTag, T>(keys_size_)),
+        values_(detail::thread_scratch<struct ValueRowsTag, T>(tile_count_ * key_rows_ * value_stride_)),
         nonfinite_(static_cast<std::size_t>(tile_count_), 0) {}
 
   index_t tile_count() const { return tile_count_; }
   index_t value_stride() const { return value_stride_; }
   index_t value_vectors() const { return value_stride_ / static_cast<index_t>(simd::kWidth<T>); }
-  const T* key_panel(index_t tile) const { return keys_.data() + tile * key_rows_ * head_dim_; }
-  const T* value_rows(index_t first_key) const { return values_.data() + first_key * value_stride_; }
+  const T* key_panel(index_t tile) const { return keys_ + tile * key_rows_ * head_dim_; }
+  const T* value_rows(index_t first_key) const { return values_ + first_key * value_stride_; }
   bool has_nonfinite_values(index_t tile) const { return nonfinite_[static_cast<std::size_t>(tile)] != 0; }
 
   /// Packs key tile `tile` of (batch b, kv head h), padding included (zeros), so nothing read
@@ -48,16 +50,16 @@ class KeyValuePanels {
   void pack_tile(const TensorView<const T>& k, const TensorView<const T>& v, index_t b, index_t h, index_t tile) {
     const index_t first = tile * key_rows_;
     const index_t count = std::min(key_rows_, k.seq() - first);
-    T* panel = keys_.data() + tile * key_rows_ * head_dim_;
+    T* panel = keys_ + tile * key_rows_ * head_dim_;
     simd::transpose_rows(count, head_dim_, [&](index_t c) { return k.row(b, h, first + c); }, panel, key_rows_);
     for (index_t d = 0; d < head_dim_; ++d) std::fill(panel + d * key_rows_ + count, panel + (d + 1) * key_rows_, T(0));
     if (tile == tile_count_ - 1) {  // the slack vector after the last panel
-      std::fill(panel + head_dim_ * key_rows_, keys_.data() + keys_.size(), T(0));
+      std::fill(panel + head_dim_ * key_rows_, keys_ + keys_size_, T(0));
     }
     bool nonfinite = false;
     const index_t value_dim = v.dim();
     for (index_t c = 0; c < key_rows_; ++c) {
-      T* packed = values_.data() + (first + c) * value_stride_;
+      T* packed = values_ + (first + c) * value_stride_;
       index_t filled = 0;
       if (c < count) {
         const T* value = v.row(b, h, first + c);
@@ -75,8 +77,9 @@ class KeyValuePanels {
   index_t key_rows_;
   index_t tile_count_;
   index_t value_stride_;
-  detail::AlignedBuffer<T> keys_;
-  detail::AlignedBuffer<T> values_;
+  index_t keys_size_;
+  T* keys_;    // thread_scratch of the calling thread
+  T* values_;  // thread_scratch of the calling thread
   std::vector<unsigned char> nonfinite_;  // one flag per key tile (not vector<bool>: tiles are packed concurrently)
 };
 

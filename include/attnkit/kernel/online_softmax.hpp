@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "attnkit/core/index.hpp"
-#include "attnkit/detail/aligned_buffer.hpp"
+#include "attnkit/detail/thread_scratch.hpp"
 #include "attnkit/simd/row_ops.hpp"
 #include "attnkit/simd/value_accumulate.hpp"
 
@@ -22,7 +22,11 @@ template <class T>
 class OnlineSoftmax {
  public:
   OnlineSoftmax(index_t rows, index_t value_stride)
-      : value_stride_(value_stride), max_(rows), sum_(rows), rescale_(rows), acc_(rows * value_stride) {}
+      : value_stride_(value_stride),
+        max_(detail::thread_scratch<struct RowMaxTag, T>(rows)),
+        sum_(detail::thread_scratch<struct RowSumTag, T>(rows)),
+        rescale_(detail::thread_scratch<struct RowRescaleTag, T>(rows)),
+        acc_(detail::thread_scratch<struct AccumulatorTag, T>(rows * value_stride)) {}
 
   void reset(index_t rows) {
     for (index_t r = 0; r < rows; ++r) {
@@ -30,7 +34,7 @@ class OnlineSoftmax {
       sum_[r] = T(0);
       rescale_[r] = T(0);
     }
-    std::fill(acc_.data(), acc_.data() + rows * value_stride_, T(0));
+    std::fill(acc_, acc_ + rows * value_stride_, T(0));
   }
 
   /// Turns rows [0, rows) of the score tile into weights 2^(s - m_new) in place and updates
@@ -53,7 +57,7 @@ class OnlineSoftmax {
   template <simd::ZeroWeights kZero>
   void accumulate(const T* weights, index_t weight_stride, const T* values, index_t padded_rows, index_t keys,
                   index_t value_vectors) {
-    simd::accumulate_values<T, kZero>(acc_.data(), value_stride_, rescale_.data(), weights, weight_stride, values,
+    simd::accumulate_values<T, kZero>(acc_, value_stride_, rescale_, weights, weight_stride, values,
                                       value_stride_, padded_rows, keys, value_vectors);
   }
 
@@ -62,7 +66,7 @@ class OnlineSoftmax {
   template <class Out>
   Out finish_row(index_t r, Out* out, index_t value_dim) const {
     const T l = sum_[r];
-    const T* acc = acc_.data() + r * value_stride_;
+    const T* acc = acc_ + r * value_stride_;
     if (l == T(0)) {
       for (index_t d = 0; d < value_dim; ++d) out[d] = Out(0);
       return -std::numeric_limits<Out>::infinity();
@@ -76,10 +80,11 @@ class OnlineSoftmax {
  private:
   static constexpr T kInf = std::numeric_limits<T>::infinity();
   index_t value_stride_;
-  detail::AlignedBuffer<T> max_;
-  detail::AlignedBuffer<T> sum_;
-  detail::AlignedBuffer<T> rescale_;
-  detail::AlignedBuffer<T> acc_;
+  // Per-thread scratch (detail::thread_scratch): one OnlineSoftmax per thread and call.
+  T* max_;
+  T* sum_;
+  T* rescale_;
+  T* acc_;
 };
 
 }  // namespace attnkit::kernel

@@ -8,6 +8,7 @@
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/detail/aligned_buffer.hpp"
+#include "attnkit/detail/thread_scratch.hpp"
 #include "attnkit/kernel/key_value_panels.hpp"
 #include "attnkit/kernel/online_softmax.hpp"
 #include "attnkit/parallel/team.hpp"
@@ -37,15 +38,16 @@ struct TiledCall {
 
 namespace detail {
 
-/// Per-thread scratch of one query tile: scaled Q rows, the score tile and the softmax state.
+/// Per-thread scratch of one query tile: scaled Q rows, the score tile and the softmax state
+/// (detail::thread_scratch, reused across calls).
 template <class T>
 struct QueryTileWorkspace {
   QueryTileWorkspace(const AttentionShape& shape, const TileShape& tiles, index_t value_stride)
-      : queries(tiles.query_rows * shape.head_dim),
-        scores(tiles.query_rows * tiles.key_rows),
+      : queries(attnkit::detail::thread_scratch<struct QueryTileTag, T>(tiles.query_rows * shape.head_dim)),
+        scores(attnkit::detail::thread_scratch<struct ScoreTileTag, T>(tiles.query_rows * tiles.key_rows)),
         softmax(tiles.query_rows, value_stride) {}
-  attnkit::detail::AlignedBuffer<T> queries;  // [query_rows x head_dim], rows past the tile zero
-  attnkit::detail::AlignedBuffer<T> scores;   // [query_rows x key_rows], scores then weights
+  T* queries;  // [query_rows x head_dim], rows past the tile zero
+  T* scores;   // [query_rows x key_rows], scores then weights
   OnlineSoftmax<T> softmax;
 };
 
@@ -84,7 +86,7 @@ void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileSh
 
   // Q rows scaled by sigma * log2(e): scores come out in base 2 (SPEC.md section 1).
   const T q_scale = call.scale * kLog2e;
-  T* queries = work.queries.data();
+  T* queries = work.queries;
   for (index_t r = 0; r < rows; ++r) {
     const T* q = call.q.row(b, h, q_begin + r);
     for (index_t d = 0; d < head_dim; ++d) queries[r * head_dim + d] = q[d] * q_scale;
@@ -92,7 +94,7 @@ void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileSh
   std::fill(queries + rows * head_dim, queries + padded_rows * head_dim, T(0));
   work.softmax.reset(padded_rows);
 
-  T* scores = work.scores.data();
+  T* scores = work.scores;
   const index_t score_stride = tiles.key_rows;
   plan.for_each_key_tile(h, q_begin, q_end, [&](const KeyTile& tile) {
     const index_t panel = tile.begin / tiles.key_rows;
