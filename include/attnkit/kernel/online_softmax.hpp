@@ -26,6 +26,7 @@ class OnlineSoftmax {
         max_(detail::thread_scratch<struct RowMaxTag, T>(rows)),
         sum_(detail::thread_scratch<struct RowSumTag, T>(rows)),
         rescale_(detail::thread_scratch<struct RowRescaleTag, T>(rows)),
+        new_max_(detail::thread_scratch<struct RowNewMaxTag, T>(rows)),
         acc_(detail::thread_scratch<struct AccumulatorTag, T>(rows * value_stride)) {}
 
   void reset(index_t rows) {
@@ -42,14 +43,12 @@ class OnlineSoftmax {
   /// a multiple of the vector width and excluded entries hold -inf. The -inf guard of SPEC.md
   /// section 1: while a row has seen only -inf, 0 stands in for m_new and the rescale is 0.
   void absorb_scores(T* scores, index_t score_stride, index_t rows, index_t columns) {
+    for (index_t r = 0; r < rows; ++r) new_max_[r] = std::max(max_[r], simd::row_max(scores + r * score_stride, columns));
+    simd::rescale_factors(max_, new_max_, rescale_, rows);
     for (index_t r = 0; r < rows; ++r) {
-      T* row = scores + r * score_stride;
-      const T old_max = max_[r];
-      const T new_max = std::max(old_max, simd::row_max(row, columns));
-      const T shift = new_max == -kInf ? T(0) : new_max;
-      rescale_[r] = old_max == new_max ? T(1) : (old_max == -kInf ? T(0) : std::exp2(old_max - new_max));
-      sum_[r] = sum_[r] * rescale_[r] + simd::exp2_shifted_sum(row, columns, shift);
-      max_[r] = new_max;
+      const T shift = new_max_[r] == -kInf ? T(0) : new_max_[r];
+      sum_[r] = sum_[r] * rescale_[r] + simd::exp2_shifted_sum(scores + r * score_stride, columns, shift);
+      max_[r] = new_max_[r];
     }
   }
 
@@ -84,6 +83,7 @@ class OnlineSoftmax {
   T* max_;
   T* sum_;
   T* rescale_;
+  T* new_max_;  // the running max after the current tile, before it replaces max_
   T* acc_;
 };
 

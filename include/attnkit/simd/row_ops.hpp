@@ -1,6 +1,7 @@
 #pragma once
 // Vectorised passes over one row of a score tile (the softmax part of the fused kernel).
 
+#include <cmath>
 #include <limits>
 
 #include "attnkit/core/index.hpp"
@@ -35,6 +36,22 @@ T exp2_shifted_sum(T* s, index_t n, T shift) {
     sum += weights;
   }
   return xsimd::hadd(sum);
+}
+
+/// rescale[r] = 2^(old_max[r] - new_max[r]) for r < rows, the online-softmax correction of a
+/// row's earlier terms, computed for a vector of rows at a time. A row that has seen only -inf
+/// (new_max = -inf) gets 0, and a first finite max (old_max = -inf) gives 2^-inf = 0 as well.
+template <class T>
+void rescale_factors(const T* old_max, const T* new_max, T* rescale, index_t rows) {
+  constexpr index_t kW = static_cast<index_t>(kWidth<T>);
+  constexpr T kInf = std::numeric_limits<T>::infinity();
+  index_t r = 0;
+  for (; r + kW <= rows; r += kW) {
+    const Batch<T> after = Batch<T>::load_unaligned(new_max + r);
+    const Batch<T> factor = exp2<T>(Batch<T>::load_unaligned(old_max + r) - after);
+    xsimd::select(after == Batch<T>(-kInf), Batch<T>(T(0)), factor).store_unaligned(rescale + r);
+  }
+  for (; r < rows; ++r) rescale[r] = new_max[r] == -kInf ? T(0) : std::exp2(old_max[r] - new_max[r]);
 }
 
 }  // namespace attnkit::simd
