@@ -14,6 +14,8 @@
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/eigen.hpp"
+#include "attnkit/pattern/block_layout.hpp"
+#include "attnkit/pattern/block_sparse.hpp"
 #include "attnkit/pattern/full.hpp"
 #include "attnkit/pattern/sliding_window.hpp"
 #include "attnkit/reference/attention.hpp"

@@ -9,4 +9,13 @@ namespace attnkit {
 /// and differences of positions (causal offsets, window bounds) need no casts.
 using index_t = std::int64_t;
 
+namespace detail {
+
+/// ceil(value / step) for value >= 0, step > 0.
+constexpr index_t ceil_div(index_t value, index_t step) { return (value + step - 1) / step; }
+
+/// Smallest multiple of `step` that is >= value (value >= 0, step > 0).
+constexpr index_t round_up(index_t value, index_t step) { return ceil_div(value, step) * step; }
+
+}  // namespace detail
 }  // namespace attnkit

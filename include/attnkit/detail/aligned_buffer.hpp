@@ -42,10 +42,4 @@ class AlignedBuffer {
   index_t size_ = 0;
 };
 
-/// Smallest multiple of `step` that is >= value (value >= 0, step > 0).
-constexpr index_t round_up(index_t value, index_t step) { return (value + step - 1) / step * step; }
-
-/// ceil(value / step) for value >= 0, step > 0.
-constexpr index_t ceil_div(index_t value, index_t step) { return (value + step - 1) / step; }
-
 }  // namespace attnkit::detail

@@ -1,0 +1,233 @@
+#pragma once
+// attnkit::BlockSparse: attention restricted to a block layout per head, with BlockBERT
+// helpers (SPEC.md section 5).
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attnkit/core/cost.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/index.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/block_layout.hpp"
+
+namespace attnkit {
+
+/// mu_ij = L_h[floor(i / b)][floor(j / b)], and with `causal` additionally j <= i. Block p
+/// covers positions [p b, min((p + 1) b, n)): the last block may be ragged. One layout shared
+/// by all query heads, or one per query head. A call needs ceil(Lq / b) query blocks and
+/// ceil(Lk / b) key blocks in every layout.
+class BlockSparse {
+  /// What Mask and Plan need of the pattern; the layouts are shared, so copies are cheap.
+  struct Spec {
+    index_t block_size;
+    bool causal;
+    std::shared_ptr<const std::vector<BlockLayout>> layouts;
+
+    index_t layout_index(index_t head) const { return layouts->size() == 1 ? 0 : head; }
+    const BlockLayout& layout_for(index_t head) const { return (*layouts)[static_cast<std::size_t>(layout_index(head))]; }
+    bool allows(index_t head, index_t i, index_t j) const {
+      return layout_for(head).contains(i / block_size, j / block_size) && (!causal || j <= i);
+    }
+  };
+
+ public:
+  BlockSparse(index_t block_size, std::vector<BlockLayout> layouts, bool causal = false)
+      : spec_{block_size, causal, std::make_shared<const std::vector<BlockLayout>>(std::move(layouts))} {
+    if (block_size <= 0) detail::reject("BlockSparse: block_size", block_size, "must be >= 1");
+    const auto& all = *spec_.layouts;
+    if (all.empty()) detail::reject("BlockSparse: layouts.size()", 0, "must be >= 1 (one shared or one per head)");
+    for (std::size_t h = 1; h < all.size(); ++h) {
+      const BlockLayout& layout = all[h];
+      if (layout.query_blocks() != all.front().query_blocks() || layout.key_blocks() != all.front().key_blocks()) {
+        detail::reject("BlockSparse: layouts[" + std::to_string(h) + "] blocks",
+                       std::to_string(layout.query_blocks()) + " x " + std::to_string(layout.key_blocks()),
+                       "every layout must have the block counts of layouts[0]");
+      }
+    }
+  }
+
+  /// BlockBERT (arXiv 1911.02972): head h lets query block p attend only key block pi_h(p).
+  /// `permutations[h]` is a permutation of [0, blocks) (all of the same length).
+  static BlockSparse blockbert(index_t block_size, const std::vector<std::vector<index_t>>& permutations) {
+    std::vector<BlockLayout> layouts;
+    for (std::size_t h = 0; h < permutations.size(); ++h) {
+      const auto& pi = permutations[h];
+      const index_t blocks = static_cast<index_t>(pi.size());
+      std::vector<bool> seen(pi.size(), false);
+      std::vector<std::vector<index_t>> rows;
+      for (std::size_t p = 0; p < pi.size(); ++p) {
+        if (pi[p] < 0 || pi[p] >= blocks || seen[static_cast<std::size_t>(pi[p])]) {
+          detail::reject("BlockSparse::blockbert: permutations[" + std::to_string(h) + "][" + std::to_string(p) + "]",
+                         pi[p], "each row must be a permutation of [0, " + std::to_string(blocks) + ")");
+        }
+        seen[static_cast<std::size_t>(pi[p])] = true;
+        rows.push_back({pi[p]});
+      }
+      layouts.push_back(BlockLayout::from_rows(blocks, rows));
+    }
+    return BlockSparse(block_size, std::move(layouts));
+  }
+
+  /// BlockBERT with cyclic shifts: pi_h(p) = (p + shifts[h]) mod blocks (0 = a local head).
+  static BlockSparse cyclic_shifts(index_t block_size, index_t blocks, const std::vector<index_t>& shifts) {
+    if (blocks <= 0) detail::reject("BlockSparse::cyclic_shifts: blocks", blocks, "must be >= 1");
+    std::vector<std::vector<index_t>> permutations;
+    for (index_t shift : shifts) {
+      std::vector<index_t> pi(static_cast<std::size_t>(blocks));
+      for (index_t p = 0; p < blocks; ++p) pi[static_cast<std::size_t>(p)] = ((p + shift) % blocks + blocks) % blocks;
+      permutations.push_back(std::move(pi));
+    }
+    return blockbert(block_size, permutations);
+  }
+
+  index_t block_size() const { return spec_.block_size; }
+  bool causal() const { return spec_.causal; }
+  const std::vector<BlockLayout>& layouts() const { return *spec_.layouts; }
+
+  class Mask {
+   public:
+    explicit Mask(Spec spec) : spec_(std::move(spec)) {}
+    int multiplicity(index_t head, index_t i, index_t j) const { return spec_.allows(head, i, j) ? 1 : 0; }
+
+   private:
+    Spec spec_;
+  };
+
+  /// Per (layout, query tile), the key tiles precomputed from the block rows the query tile
+  /// meets: O(nonzero blocks) time and memory.
+  class Plan {
+   public:
+    Plan(Spec spec, const AttentionShape& shape, const TileShape& tiles)
+        : spec_(std::move(spec)), query_rows_(tiles.query_rows), query_tiles_(detail::ceil_div(shape.q_len, tiles.query_rows)) {
+      offsets_.push_back(0);
+      for (const BlockLayout& layout : *spec_.layouts) {
+        for (index_t t = 0; t < query_tiles_; ++t) {
+          const index_t q_begin = t * tiles.query_rows;
+          append_tiles(layout, q_begin, std::min(q_begin + tiles.query_rows, shape.q_len), shape.kv_len, tiles.key_rows);
+          offsets_.push_back(static_cast<index_t>(tiles_.size()));
+        }
+      }
+    }
+
+    template <class Visit>
+    void for_each_key_tile(index_t head, index_t q_begin, index_t /*q_end*/, Visit&& visit) const {
+      const std::size_t slot = static_cast<std::size_t>(spec_.layout_index(head) * query_tiles_ + q_begin / query_rows_);
+      for (index_t e = offsets_[slot]; e < offsets_[slot + 1]; ++e) visit(tiles_[static_cast<std::size_t>(e)]);
+    }
+    bool allows(index_t head, index_t i, index_t j) const { return spec_.allows(head, i, j); }
+
+   private:
+    void append_tiles(const BlockLayout& layout, index_t q_begin, index_t q_end, index_t kv_len, index_t key_rows) {
+      const index_t b = spec_.block_size;
+      const index_t first_row = q_begin / b, last_row = (q_end - 1) / b;
+      // (key block, end of the listing block row inside the tile), sorted by key block: a
+      // key block listed by every block row needs no mask; under causal, only keys before the
+      // last row that lists it can be attended.
+      std::vector<std::pair<index_t, index_t>> listed;
+      for (index_t p = first_row; p <= last_row; ++p) {
+        const index_t row_end = std::min(q_end, (p + 1) * b);
+        for (index_t kb : layout.row(p)) listed.emplace_back(kb, row_end);
+      }
+      std::sort(listed.begin(), listed.end());
+      const index_t rows = last_row - first_row + 1;
+      for (std::size_t e = 0; e < listed.size();) {
+        std::size_t run = e;
+        index_t last_row_end = 0;
+        for (; run < listed.size() && listed[run].first == listed[e].first; ++run)
+          last_row_end = std::max(last_row_end, listed[run].second);
+        const bool in_every_row = static_cast<index_t>(run - e) == rows;
+        const index_t key_begin = listed[e].first * b;
+        e = run;
+        const index_t key_end = std::min({key_begin + b, kv_len, spec_.causal ? last_row_end : kv_len});
+        const bool complete = in_every_row && (!spec_.causal || key_end - 1 <= q_begin);
+        for (index_t s = key_begin; s < key_end;) {
+          const index_t tile = s / key_rows;
+          const index_t stop = std::min(key_end, (tile + 1) * key_rows);
+          if (!tiles_.empty() && static_cast<index_t>(tiles_.size()) > offsets_.back() && tiles_.back().begin / key_rows == tile) {
+            KeyTile& last = tiles_.back();  // same aligned tile: widen it, masked if a gap or a partial block joins
+            last.needs_mask = last.needs_mask || !complete || last.end != s;
+            last.end = stop;
+          } else {
+            tiles_.push_back(KeyTile{s, stop, !complete});
+          }
+          s = stop;
+        }
+      }
+    }
+
+    Spec spec_;
+    index_t query_rows_;
+    index_t query_tiles_;
+    std::vector<index_t> offsets_;  // [layouts * query_tiles + 1] into tiles_
+    std::vector<KeyTile> tiles_;
+  };
+
+  Mask mask(const AttentionShape& shape) const {
+    check_shape(shape);
+    return Mask(spec_);
+  }
+  Plan plan(const AttentionShape& shape, const TileShape& tiles) const {
+    check_shape(shape);
+    return Plan(spec_, shape, tiles);
+  }
+
+  /// Pairs: per nonzero block, rows x keys of the (possibly ragged) blocks, or under causal
+  /// the pairs j <= i among them in closed form. O(nonzero blocks).
+  PatternCost cost(const AttentionShape& shape) const {
+    check_shape(shape);
+    double pairs = 0;
+    const index_t b = spec_.block_size;
+    const index_t heads = spec_.layouts->size() == 1 ? shape.q_heads : 1;
+    for (const BlockLayout& layout : *spec_.layouts) {
+      double per_layout = 0;
+      for (index_t p = 0; p < layout.query_blocks(); ++p) {
+        const index_t r0 = p * b, r1 = std::min(r0 + b, shape.q_len);
+        for (index_t kb : layout.row(p)) {
+          const index_t c0 = kb * b, c1 = std::min(c0 + b, shape.kv_len);
+          per_layout += spec_.causal ? causal_pairs(r0, r1, c0, c1) : static_cast<double>((r1 - r0) * (c1 - c0));
+        }
+      }
+      pairs += per_layout * static_cast<double>(heads);
+    }
+    return softmax_cost(shape.q_heads > 0 ? pairs / static_cast<double>(shape.q_heads) : 0.0, shape);
+  }
+
+ private:
+  /// Pairs (i, j) with j <= i for rows [r0, r1) and keys [c0, c1).
+  static double causal_pairs(index_t r0, index_t r1, index_t c0, index_t c1) {
+    const index_t width = c1 - c0;
+    double pairs = 0;
+    // Rows c0 <= i < c1 see i - c0 + 1 keys; rows i >= c1 see all `width`.
+    const index_t a = std::max(r0, c0), z = std::min(r1, c1);
+    if (a < z) pairs += static_cast<double>(z - a) * static_cast<double>((a - c0 + 1) + (z - 1 - c0 + 1)) / 2.0;
+    const index_t full_from = std::max(r0, c1);
+    if (full_from < r1) pairs += static_cast<double>(r1 - full_from) * static_cast<double>(width);
+    return pairs;
+  }
+
+  void check_shape(const AttentionShape& shape) const {
+    const BlockLayout& layout = spec_.layouts->front();
+    const index_t query_blocks = detail::ceil_div(shape.q_len, spec_.block_size);
+    const index_t key_blocks = detail::ceil_div(shape.kv_len, spec_.block_size);
+    if (layout.query_blocks() != query_blocks) {
+      detail::reject("BlockSparse: layout query blocks", layout.query_blocks(),
+                     "must equal ceil(q_len / block_size) = " + std::to_string(query_blocks));
+    }
+    if (layout.key_blocks() != key_blocks) {
+      detail::reject("BlockSparse: layout key blocks", layout.key_blocks(),
+                     "must equal ceil(kv_len / block_size) = " + std::to_string(key_blocks));
+    }
+    if (spec_.layouts->size() != 1 && static_cast<index_t>(spec_.layouts->size()) != shape.q_heads) {
+      detail::reject("BlockSparse: layouts.size()", spec_.layouts->size(),
+                     "must be 1 (shared) or q heads = " + std::to_string(shape.q_heads));
+    }
+  }
+
+  Spec spec_;
+};
+
+}  // namespace attnkit
