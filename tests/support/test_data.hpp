@@ -10,20 +10,14 @@
 
 namespace attnkit::testing {
 
-/// SplitMix64 (Steele, Lea, Flood 2014): a counter-based stream, so every tensor's values
-/// depend only on (seed, stream, index) and never on test order.
-inline std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+/// Counter-based test randomness (attnkit::mix64): values depend only on their key, never on
+/// test order.
+inline std::uint64_t splitmix64(std::uint64_t x) { return mix64(x); }
 
-/// N(0, 1) by Box-Muller from two counter-derived uniforms.
+/// N(0, 1) by Box-Muller from two counter-derived uniforms keyed by (seed, stream, index).
 inline double normal_sample(std::uint64_t seed, std::uint64_t stream, std::uint64_t index) {
-  const std::uint64_t key = splitmix64(seed ^ splitmix64(stream ^ splitmix64(index)));
-  const double u1 = (static_cast<double>(key >> 11) + 0.5) * 0x1.0p-53;
-  const double u2 = (static_cast<double>(splitmix64(key) >> 11) + 0.5) * 0x1.0p-53;
+  const double u1 = (static_cast<double>(counter_random(seed, stream, 0, index, 0) >> 11) + 0.5) * 0x1.0p-53;
+  const double u2 = (static_cast<double>(counter_random(seed, stream, 0, index, 1) >> 11) + 0.5) * 0x1.0p-53;
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 

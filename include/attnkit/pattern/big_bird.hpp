@@ -1,0 +1,106 @@
+#pragma once
+// attnkit::BigBird: ITC global blocks, a one-block window and r random blocks per row
+// (arXiv 2007.14062; SPEC.md section 6), run as the equivalent BlockSparse.
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "attnkit/core/cost.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/index.hpp"
+#include "attnkit/core/rng.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/block_layout.hpp"
+#include "attnkit/pattern/block_sparse.hpp"
+
+namespace attnkit {
+
+/// Blocks of b tokens, nb = ceil(n / b). Query blocks 0 and nb - 1 attend every key block;
+/// every other block p attends A(p) = {0, nb - 1} U {p - 1, p, p + 1} U R_h[p], where R_h[p]
+/// holds min(r, |C_p|) distinct blocks drawn uniformly from the candidates
+/// C_p = [0, nb) \ ({p - 1, p, p + 1} U {0, nb - 1}) by a partial Fisher-Yates shuffle on the
+/// counter-based generator keyed by (seed, layer, head, p): the same table for any thread
+/// count, call order or batch. Self-attention only (Lq = Lk). HF's quirks (eval mode
+/// zeroing the table, drawing only from the first 1024 tokens, falling back to full attention
+/// for short inputs) are not reproduced.
+class BigBird {
+ public:
+  explicit BigBird(index_t block_size = 64, index_t random_blocks = 3, std::uint64_t seed = 0, std::uint64_t layer = 0)
+      : block_size_(block_size), random_blocks_(random_blocks), seed_(seed), layer_(layer) {
+    if (block_size <= 0) detail::reject("BigBird: block_size", block_size, "must be >= 1");
+    if (random_blocks < 0) detail::reject("BigBird: random_blocks", random_blocks, "must be >= 0");
+  }
+
+  index_t block_size() const { return block_size_; }
+  index_t random_blocks() const { return random_blocks_; }
+
+  /// R_h[p] for one head and query block of a sequence of `blocks` blocks: sorted, at most r
+  /// entries (fewer when the row has fewer candidates); empty for the global rows 0, nb - 1.
+  std::vector<index_t> random_row(index_t head, index_t p, index_t blocks) const {
+    if (p == 0 || p == blocks - 1) return {};
+    std::vector<index_t> candidates;
+    for (index_t kb = 0; kb < blocks; ++kb)
+      if (kb != 0 && kb != blocks - 1 && (kb < p - 1 || kb > p + 1)) candidates.push_back(kb);
+    const index_t draws = std::min(random_blocks_, static_cast<index_t>(candidates.size()));
+    for (index_t t = 0; t < draws; ++t) {
+      const std::uint64_t bits = counter_random(seed_, layer_, static_cast<std::uint64_t>(head),
+                                                static_cast<std::uint64_t>(p), static_cast<std::uint64_t>(t));
+      const index_t pick = t + uniform_below(bits, static_cast<index_t>(candidates.size()) - t);
+      std::swap(candidates[static_cast<std::size_t>(t)], candidates[static_cast<std::size_t>(pick)]);
+    }
+    candidates.resize(static_cast<std::size_t>(draws));
+    std::sort(candidates.begin(), candidates.end());
+    return candidates;
+  }
+
+  /// The inspectable table [heads x blocks x r], row-major, -1 for missing entries.
+  std::vector<index_t> random_table(index_t heads, index_t blocks) const {
+    std::vector<index_t> table(static_cast<std::size_t>(heads * blocks * random_blocks_), -1);
+    for (index_t h = 0; h < heads; ++h)
+      for (index_t p = 0; p < blocks; ++p) {
+        const std::vector<index_t> row = random_row(h, p, blocks);
+        std::copy(row.begin(), row.end(), table.begin() + (h * blocks + p) * random_blocks_);
+      }
+    return table;
+  }
+
+  /// The BlockSparse pattern with one layout per query head that this pattern is for `shape`.
+  /// O(heads * blocks * (5 + r)) time and memory.
+  BlockSparse block_sparse(const AttentionShape& shape) const {
+    if (shape.q_len != shape.kv_len) {
+      detail::reject("BigBird: q_len", shape.q_len,
+                     "must equal kv_len = " + std::to_string(shape.kv_len) + " (a self-attention pattern)");
+    }
+    const index_t blocks = detail::ceil_div(shape.kv_len, block_size_);
+    std::vector<BlockLayout> layouts;
+    for (index_t h = 0; h < std::max<index_t>(shape.q_heads, 1); ++h) {
+      std::vector<std::vector<index_t>> rows(static_cast<std::size_t>(blocks));
+      for (index_t p = 0; p < blocks; ++p) {
+        std::vector<index_t>& row = rows[static_cast<std::size_t>(p)];
+        if (p == 0 || p == blocks - 1) {
+          for (index_t kb = 0; kb < blocks; ++kb) row.push_back(kb);
+          continue;
+        }
+        row = random_row(h, p, blocks);
+        for (index_t kb : {index_t{0}, p - 1, p, p + 1, blocks - 1}) row.push_back(kb);
+        std::sort(row.begin(), row.end());
+        row.erase(std::unique(row.begin(), row.end()), row.end());
+      }
+      layouts.push_back(BlockLayout::from_rows(blocks, rows));
+    }
+    return BlockSparse(block_size_, std::move(layouts));
+  }
+
+  auto mask(const AttentionShape& shape) const { return block_sparse(shape).mask(shape); }
+  auto plan(const AttentionShape& shape, const TileShape& tiles) const { return block_sparse(shape).plan(shape, tiles); }
+  PatternCost cost(const AttentionShape& shape) const { return block_sparse(shape).cost(shape); }
+
+ private:
+  index_t block_size_;
+  index_t random_blocks_;
+  std::uint64_t seed_;
+  std::uint64_t layer_;
+};
+
+}  // namespace attnkit
