@@ -63,13 +63,15 @@ void finish(benchmark::State& state, index_t n, double flops, int threads) {
   state.counters["flop"] = flops;
 }
 
-/// attnkit with `pattern` at n = first_n, 2 first_n, ..., max_n (B = 1, H = 8, D = Dv = dim).
-template <attnkit::AttentionPattern P>
-void register_pattern(attnkit::bench::Registry& registry, const std::string& kind, const P& pattern, index_t dim,
+/// attnkit with the pattern make(n) at n = first_n, 2 first_n, ..., max_n (B = 1, H = 8,
+/// D = Dv = dim).
+template <class MakePattern>
+void register_pattern(attnkit::bench::Registry& registry, const std::string& kind, MakePattern make, index_t dim,
                       int threads, index_t first_n, index_t max_n) {
   const std::string name = "attnkit/" + kind + "/D:" + std::to_string(dim) + "/threads:" + std::to_string(threads);
   auto* family = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
     const index_t n = state.range(0);
+    const auto pattern = make(n);
     Inputs in(n, dim);
     const attnkit::Options options{.threads = threads};
     const auto view = [&](auto& buffer) { return attnkit::bhld(buffer.data(), 1, kHeads, n, dim); };
@@ -85,8 +87,42 @@ void register_pattern(attnkit::bench::Registry& registry, const std::string& kin
   registry.add(name, BenchmarkInfo{"attnkit", kind, dim, threads});
 }
 
+/// Planning alone (plan + cost, as attnkit::attention does per call) of make(n) at n = 16384.
+template <class MakePattern>
+void register_planning(attnkit::bench::Registry& registry, const std::string& kind, MakePattern make) {
+  const std::string name = "planning/" + kind + "/D:64/threads:1";
+  auto* family = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+    const index_t n = state.range(0);
+    const auto pattern = make(n);
+    const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, 64, 64};
+    for (auto _ : state) {
+      auto plan = pattern.plan(shape, attnkit::kernel::default_tile_shape<float>());
+      benchmark::DoNotOptimize(plan);
+      benchmark::DoNotOptimize(pattern.cost(shape));
+    }
+    finish(state, n, 0, 1);
+  });
+  family->Arg(16384)->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly();
+  registry.add(name, BenchmarkInfo{"planning", kind, 64, 1});
+}
+
+/// Block-sparse benchmark layout, O(n) pairs: query block p attends key blocks p - 2 ... p + 2
+/// and block 0.
+attnkit::BlockSparse banded_block_layout(index_t n, index_t block) {
+  const index_t blocks = attnkit::detail::ceil_div(n, block);
+  std::vector<std::vector<index_t>> rows(static_cast<std::size_t>(blocks));
+  for (index_t p = 0; p < blocks; ++p) {
+    auto& row = rows[static_cast<std::size_t>(p)];
+    if (p > 2) row.push_back(0);
+    for (index_t kb = std::max<index_t>(0, p - 2); kb <= std::min(blocks - 1, p + 2); ++kb) row.push_back(kb);
+  }
+  return attnkit::BlockSparse(block, {attnkit::BlockLayout::from_rows(blocks, rows)});
+}
+
 void register_attnkit(attnkit::bench::Registry& registry, bool causal, index_t dim, int threads, index_t max_n) {
-  register_pattern(registry, causal ? "causal" : "full", attnkit::Full{.causal = causal}, dim, threads, 256, max_n);
+  register_pattern(
+      registry, causal ? "causal" : "full", [causal](index_t) { return attnkit::Full{.causal = causal}; }, dim, threads,
+      256, max_n);
 }
 
 void register_naive(attnkit::bench::Registry& registry, bool causal, index_t dim, int threads, index_t max_n) {
@@ -184,8 +220,15 @@ int main(int argc, char** argv) {
   for (const bool causal : {false, true}) register_attnkit(registry, causal, 128, all_threads, max_n);
   // Sparse patterns (issue 3), n = 1024 ... 65536: GFLOP/s on attended pairs against full's.
   const index_t sparse_max_n = std::max<index_t>(4 * max_n, 1024);
-  register_pattern(registry, "window_r256", attnkit::SlidingWindow::symmetric(256), 64, all_threads, 1024,
-                   sparse_max_n);
+  const auto window = [](index_t) { return attnkit::SlidingWindow::symmetric(256); };
+  const auto block_sparse = [](index_t n) { return banded_block_layout(n, 64); };
+  const auto big_bird = [](index_t) { return attnkit::BigBird(64, 3, 2024); };
+  register_pattern(registry, "window_r256", window, 64, all_threads, 1024, sparse_max_n);
+  register_pattern(registry, "block64_band5_global1", block_sparse, 64, all_threads, 1024, sparse_max_n);
+  register_pattern(registry, "bigbird_b64_r3", big_bird, 64, all_threads, 1024, sparse_max_n);
+  register_planning(registry, "window_r256", window);
+  register_planning(registry, "block64_band5_global1", block_sparse);
+  register_planning(registry, "bigbird_b64_r3", big_bird);
   for (const index_t dim : {index_t{64}, index_t{128}})
     for (const bool causal : {false, true}) register_naive(registry, causal, dim, all_threads, max_n);
   register_reference(registry, 64, max_n);

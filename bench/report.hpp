@@ -156,7 +156,7 @@ inline void write_report(const std::string& path, const Registry& registry,
   out << "\n## Results\n";
   for (const auto& name : registry.names()) {
     const BenchmarkInfo& info = registry.info(name);
-    if (info.implementation == "roof" || !points.count(name)) continue;
+    if (info.implementation == "roof" || info.implementation == "planning" || !points.count(name)) continue;
     const double peak = roofs.fma_peak_gflops.count(info.threads) ? roofs.fma_peak_gflops.at(info.threads) : 0;
     out << "\n### " << name << "\n\n| n | time (ms) | GFLOP/s | % of FMA peak | speedup over naive Eigen |\n"
         << "|---|---|---|---|---|\n";
@@ -199,6 +199,11 @@ inline void write_report(const std::string& path, const Registry& registry,
     if (info.implementation != "attnkit" || info.kind == "full" || info.kind == "causal" || info.threads != all) continue;
     const Point* sparse = detail::find_point(points, name, 16384);
     row(info.kind + ", n=16384: GFLOP/s per attended pair / full's", full_16k && sparse ? Opt(100 * sparse->gflops() / full_16k->gflops()) : Opt(), 80, "%");
+    const Point* planning = detail::find_point(points, detail::family_name("planning", info.kind, 64, 1), 16384);
+    if (planning && sparse) {
+      out << "| " << info.kind << ", n=16384: planning time / attention time | " << fixed(100 * planning->seconds / sparse->seconds, 2)
+          << "% | < 5.00% | " << (planning->seconds < 0.05 * sparse->seconds ? "yes" : "NO") << " |\n";
+    }
   }
 
   if (!memory_path.empty()) {

@@ -101,6 +101,20 @@ TEST(BigBirdErrors, BadParametersAreRejected) {
   expect_message([] { return BigBird().cost(AttentionShape{1, 1, 1, 100, 200, 8, 8}); }, "BigBird: q_len = 100");
 }
 
+TEST(BigBirdCost, AttendedPairsCountTheMask) {
+  for (index_t n : {1, 5, 40, 130, 333})
+    for (index_t block : {1, 16, 50}) {
+      const BigBird pattern(block, 2, static_cast<std::uint64_t>(n + block));
+      const AttentionShape shape{2, 3, 1, n, n, 4, 4};
+      const auto mask = pattern.mask(shape);
+      double pairs = 0;
+      for (index_t h = 0; h < 3; ++h)
+        for (index_t i = 0; i < n; ++i)
+          for (index_t j = 0; j < n; ++j) pairs += mask.multiplicity(h, i, j);
+      EXPECT_EQ(pattern.cost(shape).attended_pairs, 2 * pairs) << "n " << n << " block " << block;
+    }
+}
+
 TEST(BigBirdPlan, AgreesWithPredicate) {
   for (index_t n : {1, 70, 200, 333})
     for (index_t block : {1, 16, 50})

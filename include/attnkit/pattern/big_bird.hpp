@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "attnkit/core/cost.hpp"
@@ -39,19 +40,38 @@ class BigBird {
   /// entries (fewer when the row has fewer candidates); empty for the global rows 0, nb - 1.
   std::vector<index_t> random_row(index_t head, index_t p, index_t blocks) const {
     if (p == 0 || p == blocks - 1) return {};
-    std::vector<index_t> candidates;
-    for (index_t kb = 0; kb < blocks; ++kb)
-      if (kb != 0 && kb != blocks - 1 && (kb < p - 1 || kb > p + 1)) candidates.push_back(kb);
-    const index_t draws = std::min(random_blocks_, static_cast<index_t>(candidates.size()));
+    // C_p in increasing order is [1, nb - 1) without the window [lo, hi]; candidate(k) is its
+    // k-th element, so the shuffle touches O(r) entries instead of materialising C_p.
+    const index_t lo = std::max<index_t>(p - 1, 1), hi = std::min(p + 1, blocks - 2);
+    const index_t count = (blocks - 2) - (hi - lo + 1);
+    const auto candidate = [&](index_t k) { return 1 + k < lo ? 1 + k : 1 + k + (hi - lo + 1); };
+    // Partial Fisher-Yates over the virtual array: `moved` holds the positions swapped so far.
+    std::vector<std::pair<index_t, index_t>> moved;  // (position, value now stored there)
+    const auto value_at = [&](index_t position) {
+      for (const auto& [where, value] : moved)
+        if (where == position) return value;
+      return candidate(position);
+    };
+    const auto store = [&](index_t position, index_t value) {
+      for (auto& entry : moved)
+        if (entry.first == position) {
+          entry.second = value;
+          return;
+        }
+      moved.emplace_back(position, value);
+    };
+    const index_t draws = std::min(random_blocks_, count);
+    std::vector<index_t> row;
     for (index_t t = 0; t < draws; ++t) {
       const std::uint64_t bits = counter_random(seed_, layer_, static_cast<std::uint64_t>(head),
                                                 static_cast<std::uint64_t>(p), static_cast<std::uint64_t>(t));
-      const index_t pick = t + uniform_below(bits, static_cast<index_t>(candidates.size()) - t);
-      std::swap(candidates[static_cast<std::size_t>(t)], candidates[static_cast<std::size_t>(pick)]);
+      const index_t pick = t + uniform_below(bits, count - t);
+      const index_t chosen = value_at(pick);
+      store(pick, value_at(t));
+      row.push_back(chosen);
     }
-    candidates.resize(static_cast<std::size_t>(draws));
-    std::sort(candidates.begin(), candidates.end());
-    return candidates;
+    std::sort(row.begin(), row.end());
+    return row;
   }
 
   /// The inspectable table [heads x blocks x r], row-major, -1 for missing entries.
@@ -68,10 +88,7 @@ class BigBird {
   /// The BlockSparse pattern with one layout per query head that this pattern is for `shape`.
   /// O(heads * blocks * (5 + r)) time and memory.
   BlockSparse block_sparse(const AttentionShape& shape) const {
-    if (shape.q_len != shape.kv_len) {
-      detail::reject("BigBird: q_len", shape.q_len,
-                     "must equal kv_len = " + std::to_string(shape.kv_len) + " (a self-attention pattern)");
-    }
+    require_self_attention(shape);
     const index_t blocks = detail::ceil_div(shape.kv_len, block_size_);
     std::vector<BlockLayout> layouts;
     for (index_t h = 0; h < std::max<index_t>(shape.q_heads, 1); ++h) {
@@ -94,9 +111,35 @@ class BigBird {
 
   auto mask(const AttentionShape& shape) const { return block_sparse(shape).mask(shape); }
   auto plan(const AttentionShape& shape, const TileShape& tiles) const { return block_sparse(shape).plan(shape, tiles); }
-  PatternCost cost(const AttentionShape& shape) const { return block_sparse(shape).cost(shape); }
+  /// Pairs from the block rows directly (without building layouts): O(heads * blocks * r^2).
+  PatternCost cost(const AttentionShape& shape) const {
+    require_self_attention(shape);
+    const index_t n = shape.kv_len, blocks = detail::ceil_div(n, block_size_);
+    const auto block_keys = [&](index_t kb) { return static_cast<double>(std::min(block_size_, n - kb * block_size_)); };
+    double pairs = 0;
+    for (index_t h = 0; h < shape.q_heads; ++h)
+      for (index_t p = 0; p < blocks; ++p) {
+        double keys = 0;
+        if (p == 0 || p == blocks - 1) {
+          keys = static_cast<double>(n);
+        } else {
+          for (index_t kb : random_row(h, p, blocks)) keys += block_keys(kb);
+          for (index_t kb = std::max<index_t>(p - 1, 1); kb <= std::min(p + 1, blocks - 2); ++kb) keys += block_keys(kb);
+          keys += block_keys(0) + (blocks - 1 > 0 ? block_keys(blocks - 1) : 0);
+        }
+        pairs += keys * block_keys(p);
+      }
+    return softmax_cost(shape.q_heads > 0 ? pairs / static_cast<double>(shape.q_heads) : 0.0, shape);
+  }
 
  private:
+  static void require_self_attention(const AttentionShape& shape) {
+    if (shape.q_len != shape.kv_len) {
+      detail::reject("BigBird: q_len", shape.q_len,
+                     "must equal kv_len = " + std::to_string(shape.kv_len) + " (a self-attention pattern)");
+    }
+  }
+
   index_t block_size_;
   index_t random_blocks_;
   std::uint64_t seed_;

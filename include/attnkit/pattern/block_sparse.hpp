@@ -97,73 +97,67 @@ class BlockSparse {
     Spec spec_;
   };
 
-  /// Per (layout, query tile), the key tiles precomputed from the block rows the query tile
-  /// meets: O(nonzero blocks) time and memory.
+  /// Key tiles of a query tile, enumerated on the fly from the layout rows it meets (a k-way
+  /// merge of their sorted key-block lists): nothing is precomputed or allocated per call
+  /// beyond one cursor per block row.
   class Plan {
    public:
     Plan(Spec spec, const AttentionShape& shape, const TileShape& tiles)
-        : spec_(std::move(spec)), query_rows_(tiles.query_rows), query_tiles_(detail::ceil_div(shape.q_len, tiles.query_rows)) {
-      offsets_.push_back(0);
-      for (const BlockLayout& layout : *spec_.layouts) {
-        for (index_t t = 0; t < query_tiles_; ++t) {
-          const index_t q_begin = t * tiles.query_rows;
-          append_tiles(layout, q_begin, std::min(q_begin + tiles.query_rows, shape.q_len), shape.kv_len, tiles.key_rows);
-          offsets_.push_back(static_cast<index_t>(tiles_.size()));
-        }
-      }
-    }
+        : spec_(std::move(spec)), kv_len_(shape.kv_len), key_rows_(tiles.key_rows) {}
 
     template <class Visit>
-    void for_each_key_tile(index_t head, index_t q_begin, index_t /*q_end*/, Visit&& visit) const {
-      const std::size_t slot = static_cast<std::size_t>(spec_.layout_index(head) * query_tiles_ + q_begin / query_rows_);
-      for (index_t e = offsets_[slot]; e < offsets_[slot + 1]; ++e) visit(tiles_[static_cast<std::size_t>(e)]);
+    void for_each_key_tile(index_t head, index_t q_begin, index_t q_end, Visit&& visit) const {
+      const BlockLayout& layout = spec_.layout_for(head);
+      const index_t b = spec_.block_size;
+      const index_t first_row = q_begin / b, rows = (q_end - 1) / b - first_row + 1;
+      std::vector<index_t> cursor(static_cast<std::size_t>(rows), 0);  // next entry of each block row
+      KeyTile pending{0, 0, false};
+      while (true) {
+        // The smallest key block not yet visited, how many block rows list it and where the
+        // last of those rows ends inside the tile (causal: no key after it is attended).
+        index_t kb = -1, listed = 0, last_row_end = 0;
+        for (index_t r = 0; r < rows; ++r) {
+          const auto row = layout.row(first_row + r);
+          const index_t c = cursor[static_cast<std::size_t>(r)];
+          if (c == static_cast<index_t>(row.size())) continue;
+          if (kb < 0 || row[static_cast<std::size_t>(c)] < kb) kb = row[static_cast<std::size_t>(c)], listed = 0;
+          if (row[static_cast<std::size_t>(c)] == kb) {
+            ++listed;
+            last_row_end = std::max(last_row_end, std::min(q_end, (first_row + r + 1) * b));
+          }
+        }
+        if (kb < 0) break;
+        for (index_t r = 0; r < rows; ++r) {
+          const auto row = layout.row(first_row + r);
+          index_t& c = cursor[static_cast<std::size_t>(r)];
+          if (c < static_cast<index_t>(row.size()) && row[static_cast<std::size_t>(c)] == kb) ++c;
+        }
+        const index_t key_begin = kb * b;
+        const index_t key_end = std::min({key_begin + b, kv_len_, spec_.causal ? last_row_end : kv_len_});
+        // A block listed by every row needs no mask, unless causal cuts it for the first row.
+        const bool complete = listed == rows && (!spec_.causal || key_end - 1 <= q_begin);
+        for (index_t begin = key_begin; begin < key_end;) {
+          const index_t tile = begin / key_rows_;
+          const index_t end = std::min(key_end, (tile + 1) * key_rows_);
+          if (pending.end > pending.begin && pending.begin / key_rows_ == tile) {
+            // Same aligned tile: widen it; a gap or an incomplete block makes it masked.
+            pending.needs_mask = pending.needs_mask || !complete || pending.end != begin;
+            pending.end = end;
+          } else {
+            if (pending.end > pending.begin) visit(pending);
+            pending = KeyTile{begin, end, !complete};
+          }
+          begin = end;
+        }
+      }
+      if (pending.end > pending.begin) visit(pending);
     }
     bool allows(index_t head, index_t i, index_t j) const { return spec_.allows(head, i, j); }
 
    private:
-    void append_tiles(const BlockLayout& layout, index_t q_begin, index_t q_end, index_t kv_len, index_t key_rows) {
-      const index_t b = spec_.block_size;
-      const index_t first_row = q_begin / b, last_row = (q_end - 1) / b;
-      // (key block, end of the listing block row inside the tile), sorted by key block: a
-      // key block listed by every block row needs no mask; under causal, only keys before the
-      // last row that lists it can be attended.
-      std::vector<std::pair<index_t, index_t>> listed;
-      for (index_t p = first_row; p <= last_row; ++p) {
-        const index_t row_end = std::min(q_end, (p + 1) * b);
-        for (index_t kb : layout.row(p)) listed.emplace_back(kb, row_end);
-      }
-      std::sort(listed.begin(), listed.end());
-      const index_t rows = last_row - first_row + 1;
-      for (std::size_t e = 0; e < listed.size();) {
-        std::size_t run = e;
-        index_t last_row_end = 0;
-        for (; run < listed.size() && listed[run].first == listed[e].first; ++run)
-          last_row_end = std::max(last_row_end, listed[run].second);
-        const bool in_every_row = static_cast<index_t>(run - e) == rows;
-        const index_t key_begin = listed[e].first * b;
-        e = run;
-        const index_t key_end = std::min({key_begin + b, kv_len, spec_.causal ? last_row_end : kv_len});
-        const bool complete = in_every_row && (!spec_.causal || key_end - 1 <= q_begin);
-        for (index_t s = key_begin; s < key_end;) {
-          const index_t tile = s / key_rows;
-          const index_t stop = std::min(key_end, (tile + 1) * key_rows);
-          if (!tiles_.empty() && static_cast<index_t>(tiles_.size()) > offsets_.back() && tiles_.back().begin / key_rows == tile) {
-            KeyTile& last = tiles_.back();  // same aligned tile: widen it, masked if a gap or a partial block joins
-            last.needs_mask = last.needs_mask || !complete || last.end != s;
-            last.end = stop;
-          } else {
-            tiles_.push_back(KeyTile{s, stop, !complete});
-          }
-          s = stop;
-        }
-      }
-    }
-
     Spec spec_;
-    index_t query_rows_;
-    index_t query_tiles_;
-    std::vector<index_t> offsets_;  // [layouts * query_tiles + 1] into tiles_
-    std::vector<KeyTile> tiles_;
+    index_t kv_len_;
+    index_t key_rows_;
   };
 
   Mask mask(const AttentionShape& shape) const {
