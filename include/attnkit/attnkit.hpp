@@ -19,5 +19,6 @@
 #include "attnkit/pattern/block_layout.hpp"
 #include "attnkit/pattern/block_sparse.hpp"
 #include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/global_tokens.hpp"
 #include "attnkit/pattern/sliding_window.hpp"
 #include "attnkit/reference/attention.hpp"
