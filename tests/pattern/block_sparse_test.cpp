@@ -17,11 +17,7 @@ using Rows = std::vector<std::vector<int>>;
 
 Rows mask_of(const BlockSparse& pattern, index_t head, index_t lq, index_t lk) {
   const index_t heads = static_cast<index_t>(pattern.layouts().size());
-  const auto mask = pattern.mask(AttentionShape{1, heads, 1, lq, lk, 1, 1});
-  Rows rows(static_cast<std::size_t>(lq), std::vector<int>(static_cast<std::size_t>(lk)));
-  for (index_t i = 0; i < lq; ++i)
-    for (index_t j = 0; j < lk; ++j) rows[i][j] = mask.multiplicity(head, i, j);
-  return rows;
+  return mask_rows(pattern, AttentionShape{1, heads, 1, lq, lk, 1, 1}, head);
 }
 
 /// A random layout of the given density, deterministic in `seed`.
@@ -33,12 +29,7 @@ BlockLayout random_layout(index_t query_blocks, index_t key_blocks, double densi
 }
 
 void expect_rejected(const std::function<void()>& make, const std::string& fragment) {
-  try {
-    make();
-    ADD_FAILURE() << "no exception, expected " << fragment;
-  } catch (const attnkit::invalid_argument& error) {
-    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
-  }
+  expect_invalid_argument(make, fragment);
 }
 
 TEST(BlockSparseMask, RaggedLastBlock) {
@@ -132,12 +123,7 @@ TEST(BlockSparseCost, AttendedPairsCountTheMask) {
                                         random_layout(blocks, blocks, 0.5, static_cast<std::uint64_t>(n) + 1)},
                                 causal);
       const AttentionShape shape{3, 2, 1, n, n, 4, 6};
-      const auto mask = pattern.mask(shape);
-      double pairs = 0;
-      for (index_t h = 0; h < 2; ++h)
-        for (index_t i = 0; i < n; ++i)
-          for (index_t j = 0; j < n; ++j) pairs += mask.multiplicity(h, i, j);
-      EXPECT_EQ(pattern.cost(shape).attended_pairs, 3 * pairs) << "n " << n << " causal " << causal;
+      EXPECT_EQ(pattern.cost(shape).attended_pairs, count_mask_pairs(pattern, shape)) << "n " << n << " causal " << causal;
     }
 }
 

@@ -15,11 +15,7 @@ namespace {
 
 template <MaskedPattern P>
 std::vector<std::vector<int>> mask_of(const P& pattern, index_t lq, index_t lk) {
-  const auto mask = pattern.mask(AttentionShape{1, 1, 1, lq, lk, 1, 1});
-  std::vector<std::vector<int>> rows(static_cast<std::size_t>(lq), std::vector<int>(static_cast<std::size_t>(lk)));
-  for (index_t i = 0; i < lq; ++i)
-    for (index_t j = 0; j < lk; ++j) rows[i][j] = mask.multiplicity(0, i, j);
-  return rows;
+  return mask_rows(pattern, AttentionShape{1, 1, 1, lq, lk, 1, 1});
 }
 
 using Rows = std::vector<std::vector<int>>;
@@ -54,14 +50,7 @@ TEST(SlidingWindowConventions, HelpersGiveRadii) {
 }
 
 TEST(SlidingWindowConventions, BadParametersAreRejected) {
-  const auto expect_message = [](auto make, const std::string& fragment) {
-    try {
-      make();
-      ADD_FAILURE() << "no exception, expected " << fragment;
-    } catch (const attnkit::invalid_argument& error) {
-      EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
-    }
-  };
+  const auto expect_message = [](auto make, const std::string& fragment) { expect_invalid_argument(make, fragment); };
   expect_message([] { return SlidingWindow(-1, 2); }, "SlidingWindow: left = -1");
   expect_message([] { return SlidingWindow(2, -3); }, "SlidingWindow: right = -3");
   expect_message([] { return SlidingWindow::from_hf_attention_window(7); }, "attention_window = 7");
@@ -87,11 +76,7 @@ TEST(SlidingWindowCost, AttendedPairsCountTheMask) {
     for (index_t lk : {0, 1, 9, 130})
       for (auto [left, right] : {std::pair<index_t, index_t>{0, 0}, {3, 0}, {2, 7}, {SlidingWindow::kUnbounded, 1}}) {
         const AttentionShape shape{1, 2, 1, lq, lk, 8, 8};
-        const auto mask = SlidingWindow(left, right).mask(shape);
-        double pairs = 0;
-        for (index_t i = 0; i < lq; ++i)
-          for (index_t j = 0; j < lk; ++j) pairs += mask.multiplicity(0, i, j);
-        EXPECT_EQ(SlidingWindow(left, right).cost(shape).attended_pairs, 2 * pairs);
+        EXPECT_EQ(SlidingWindow(left, right).cost(shape).attended_pairs, count_mask_pairs(SlidingWindow(left, right), shape));
       }
 }
 

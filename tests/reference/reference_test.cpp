@@ -7,17 +7,14 @@
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
+#include "support/pattern_checks.hpp"
 
 namespace attnkit {
 namespace {
 
 /// Literal 0/1 mask of Full{causal} for Lq x Lk, row by row, as written out by hand.
 std::vector<std::vector<int>> mask_of(const Full& pattern, index_t lq, index_t lk) {
-  const auto mask = pattern.mask(AttentionShape{1, 1, 1, lq, lk, 1, 1});
-  std::vector<std::vector<int>> rows(static_cast<std::size_t>(lq), std::vector<int>(static_cast<std::size_t>(lk)));
-  for (index_t i = 0; i < lq; ++i)
-    for (index_t j = 0; j < lk; ++j) rows[i][j] = mask.multiplicity(0, i, j);
-  return rows;
+  return testing::mask_rows(pattern, AttentionShape{1, 1, 1, lq, lk, 1, 1});
 }
 
 TEST(FullMask, CausalSquareIsLowerTriangular) {
@@ -43,12 +40,7 @@ TEST(FullCost, AttendedPairsCountTheMask) {
     for (index_t lq : {0, 1, 5, 64, 100})
       for (index_t lk : {0, 1, 7, 64, 130}) {
         const AttentionShape shape{2, 3, 1, lq, lk, 8, 4};
-        const auto mask = Full{.causal = causal}.mask(shape);
-        double pairs = 0;
-        for (index_t h = 0; h < 3; ++h)
-          for (index_t i = 0; i < lq; ++i)
-            for (index_t j = 0; j < lk; ++j) pairs += mask.multiplicity(h, i, j);
-        pairs *= 2;  // batch
+        const double pairs = testing::count_mask_pairs(Full{.causal = causal}, shape);
         const PatternCost cost = Full{.causal = causal}.cost(shape);
         EXPECT_EQ(cost.attended_pairs, pairs) << "causal " << causal << " Lq " << lq << " Lk " << lk;
         EXPECT_EQ(cost.flops, 2 * pairs * (8 + 4));

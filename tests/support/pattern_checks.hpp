@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
@@ -14,6 +15,41 @@
 #include "support/test_data.hpp"
 
 namespace attnkit::testing {
+
+/// Expects make() to throw attnkit::invalid_argument whose message contains `fragment`.
+template <class Make>
+void expect_invalid_argument(Make&& make, const std::string& fragment) {
+  try {
+    make();
+    ADD_FAILURE() << "no exception, expected one mentioning: " << fragment;
+  } catch (const attnkit::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
+  }
+}
+
+/// The 0/1/... mask of query head `head` as literal rows [Lq][Lk], for comparing with
+/// hand-written masks.
+template <MaskedPattern P>
+std::vector<std::vector<int>> mask_rows(const P& pattern, const AttentionShape& shape, index_t head = 0) {
+  const auto mask = pattern.mask(shape);
+  std::vector<std::vector<int>> rows(static_cast<std::size_t>(shape.q_len),
+                                     std::vector<int>(static_cast<std::size_t>(shape.kv_len)));
+  for (index_t i = 0; i < shape.q_len; ++i)
+    for (index_t j = 0; j < shape.kv_len; ++j) rows[i][j] = mask.multiplicity(head, i, j);
+  return rows;
+}
+
+/// Attended pairs counted from the mask over batch, query heads and positions: the yardstick
+/// of every pattern's closed-form cost().
+template <MaskedPattern P>
+double count_mask_pairs(const P& pattern, const AttentionShape& shape) {
+  const auto mask = pattern.mask(shape);
+  double pairs = 0;
+  for (index_t h = 0; h < shape.q_heads; ++h)
+    for (index_t i = 0; i < shape.q_len; ++i)
+      for (index_t j = 0; j < shape.kv_len; ++j) pairs += mask.multiplicity(h, i, j);
+  return pairs * static_cast<double>(shape.batch);
+}
 
 /// attnkit::attention against reference::attention for one pattern, shape and input set, with
 /// the tolerances of SPEC.md section 11 (output and log-sum-exp).
