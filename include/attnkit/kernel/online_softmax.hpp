@@ -62,18 +62,17 @@ class OnlineSoftmax {
 
   /// Row r's output O~ / l (or zeros for an empty row, l = 0) into out[0, value_dim), and its
   /// natural-log log-sum-exp ln 2 * (m + log2 l) (or -inf).
-  template <class Out>
-  Out finish_row(index_t r, Out* out, index_t value_dim) const {
+  T finish_row(index_t r, T* out, index_t value_dim) const {
     const T l = sum_[r];
     const T* acc = acc_ + r * value_stride_;
     if (l == T(0)) {
-      for (index_t d = 0; d < value_dim; ++d) out[d] = Out(0);
-      return -std::numeric_limits<Out>::infinity();
+      for (index_t d = 0; d < value_dim; ++d) out[d] = T(0);
+      return -kInf;
     }
     const T inverse = T(1) / l;
-    for (index_t d = 0; d < value_dim; ++d) out[d] = static_cast<Out>(acc[d] * inverse);
+    for (index_t d = 0; d < value_dim; ++d) out[d] = acc[d] * inverse;
     constexpr T kLn2 = T(0.693147180559945309417232121458176568);
-    return static_cast<Out>(kLn2 * (max_[r] + std::log2(l)));
+    return kLn2 * (max_[r] + std::log2(l));
   }
 
  private:

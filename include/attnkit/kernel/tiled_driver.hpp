@@ -7,7 +7,6 @@
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
-#include "attnkit/detail/aligned_buffer.hpp"
 #include "attnkit/detail/thread_scratch.hpp"
 #include "attnkit/kernel/key_value_panels.hpp"
 #include "attnkit/kernel/online_softmax.hpp"
