@@ -24,7 +24,7 @@ Rows mask_of(const BlockSparse& pattern, index_t head, index_t lq, index_t lk) {
 BlockLayout random_layout(index_t query_blocks, index_t key_blocks, double density, std::uint64_t seed) {
   std::vector<std::uint8_t> bits(static_cast<std::size_t>(query_blocks * key_blocks));
   for (std::size_t e = 0; e < bits.size(); ++e)
-    bits[e] = static_cast<double>(splitmix64(seed * 1000003 + e) % 1000) < density * 1000 ? 1 : 0;
+    bits[e] = static_cast<double>(mix64(seed * 1000003 + e) % 1000) < density * 1000 ? 1 : 0;
   return BlockLayout::from_bitmap(query_blocks, key_blocks, bits);
 }
 
@@ -101,7 +101,7 @@ TEST(BlockSparseErrors, LayoutShapeMustMatchTheCall) {
 TEST(BlockSparsePlan, AgreesWithPredicateOverRandomParameters) {
   for (std::uint64_t trial = 0; trial < 200; ++trial) {
     const auto draw = [&](std::uint64_t stream, index_t limit) {
-      return static_cast<index_t>(splitmix64(trial * 16 + stream) % static_cast<std::uint64_t>(limit));
+      return static_cast<index_t>(mix64(trial * 16 + stream) % static_cast<std::uint64_t>(limit));
     };
     const index_t block = 1 + draw(1, 100);
     const AttentionShape shape{1, 2, 1, draw(2, 400), draw(3, 400), 4, 4};

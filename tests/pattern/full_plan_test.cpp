@@ -15,7 +15,7 @@ namespace {
 TEST(FullPlan, AgreesWithPredicateOverRandomShapes) {
   for (std::uint64_t trial = 0; trial < 200; ++trial) {
     const auto draw = [&](std::uint64_t stream, index_t limit) {
-      return static_cast<index_t>(testing::splitmix64(trial * 16 + stream) % static_cast<std::uint64_t>(limit));
+      return static_cast<index_t>(mix64(trial * 16 + stream) % static_cast<std::uint64_t>(limit));
     };
     const AttentionShape shape{1, 1, 1, draw(1, 300), draw(2, 300), 4, 4};
     const TileShape tiles{1 + draw(3, 96), 1 + draw(4, 160)};

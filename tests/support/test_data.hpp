@@ -10,10 +10,6 @@
 
 namespace attnkit::testing {
 
-/// Counter-based test randomness (attnkit::mix64): values depend only on their key, never on
-/// test order.
-inline std::uint64_t splitmix64(std::uint64_t x) { return mix64(x); }
-
 /// N(0, 1) by Box-Muller from two counter-derived uniforms keyed by (seed, stream, index).
 inline double normal_sample(std::uint64_t seed, std::uint64_t stream, std::uint64_t index) {
   const double u1 = (static_cast<double>(counter_random(seed, stream, 0, index, 0) >> 11) + 0.5) * 0x1.0p-53;

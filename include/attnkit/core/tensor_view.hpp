@@ -13,6 +13,12 @@ namespace attnkit {
 /// Axis numbers of a TensorView.
 enum Axis : int { kBatch = 0, kHeads = 1, kSeq = 2, kDim = 3 };
 
+/// "batch", "heads", "seq" or "dim": the axis as error messages name it.
+inline const char* axis_name(int axis) {
+  static const char* const names[] = {"batch", "heads", "seq", "dim"};
+  return names[axis];
+}
+
 /// A 4-D view [batch, heads, seq, dim] over memory owned by the caller. Element (b, h, l, d)
 /// lives at data + b*stride(0) + h*stride(1) + l*stride(2) + d; attention requires stride(3) = 1
 /// so that every row is contiguous. Constructing a view checks nothing; attnkit::attention

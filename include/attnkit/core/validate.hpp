@@ -15,10 +15,9 @@ namespace attnkit::detail {
 /// non-null data when it has elements, and no int64 overflow of any element offset.
 template <class T>
 void validate_view(const char* name, const TensorView<T>& view, index_t min_dim) {
-  static const char* const axis_names[] = {"batch", "heads", "seq", "dim"};
   for (int axis = 0; axis < 4; ++axis) {
     if (view.size(axis) < 0) {
-      reject(std::string(name) + ".sizes[" + axis_names[axis] + "]", view.size(axis), "sizes must be >= 0");
+      reject(std::string(name) + ".sizes[" + axis_name(axis) + "]", view.size(axis), "sizes must be >= 0");
     }
   }
   if (view.dim() < min_dim) {
@@ -39,7 +38,7 @@ void validate_view(const char* name, const TensorView<T>& view, index_t min_dim)
     const index_t stride = view.stride(axis);
     if (stride == INT64_MIN || __builtin_mul_overflow(view.size(axis) - 1, stride < 0 ? -stride : stride, &step) ||
         __builtin_add_overflow(reach, step, &reach)) {
-      reject(std::string(name) + ".strides[" + axis_names[axis] + "]", stride,
+      reject(std::string(name) + ".strides[" + axis_name(axis) + "]", stride,
              "element offsets (size - 1) * |stride| summed over axes overflow int64");
     }
   }
@@ -50,9 +49,8 @@ void validate_view(const char* name, const TensorView<T>& view, index_t min_dim)
 
 template <class T>
 void require_size(const char* name, const TensorView<T>& view, int axis, index_t expected, const char* rule) {
-  static const char* const axis_names[] = {"batch", "heads", "seq", "dim"};
   if (view.size(axis) != expected) {
-    reject(std::string(name) + ".sizes[" + axis_names[axis] + "]", view.size(axis), rule);
+    reject(std::string(name) + ".sizes[" + axis_name(axis) + "]", view.size(axis), rule);
   }
 }
 

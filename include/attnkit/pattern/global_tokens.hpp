@@ -35,10 +35,11 @@ class GlobalTokens {
   class Mask {
    public:
     explicit Mask(std::shared_ptr<const std::vector<index_t>> tokens) : tokens_(std::move(tokens)) {}
-    int multiplicity(index_t /*head*/, index_t i, index_t j) const { return is_global(i) || is_global(j) ? 1 : 0; }
+    int multiplicity(index_t /*head*/, index_t i, index_t j) const {
+      return is_global(*tokens_, i) || is_global(*tokens_, j) ? 1 : 0;
+    }
 
    private:
-    bool is_global(index_t position) const { return std::binary_search(tokens_->begin(), tokens_->end(), position); }
     std::shared_ptr<const std::vector<index_t>> tokens_;
   };
 
@@ -68,7 +69,7 @@ class GlobalTokens {
         it = last + 1;
       }
     }
-    bool allows(index_t head, index_t i, index_t j) const { return Mask(tokens_).multiplicity(head, i, j) != 0; }
+    bool allows(index_t /*head*/, index_t i, index_t j) const { return is_global(*tokens_, i) || is_global(*tokens_, j); }
 
    private:
     std::shared_ptr<const std::vector<index_t>> tokens_;
@@ -92,6 +93,11 @@ class GlobalTokens {
   }
 
  private:
+  /// Whether `position` is one of the sorted tokens: O(log g).
+  static bool is_global(const std::vector<index_t>& tokens, index_t position) {
+    return std::binary_search(tokens.begin(), tokens.end(), position);
+  }
+
   void check_shape(const AttentionShape& shape) const {
     if (!tokens_->empty() && tokens_->back() >= std::min(shape.q_len, shape.kv_len)) {
       detail::reject("GlobalTokens: tokens.back()", tokens_->back(),
