@@ -9,6 +9,7 @@
 #include "attnkit/core/validate.hpp"
 #include "attnkit/kernel/tiled_driver.hpp"
 #include "attnkit/parallel/team.hpp"
+#include "attnkit/pattern/full.hpp"
 
 namespace attnkit {
 
@@ -20,6 +21,10 @@ void run_attention(const P& pattern, const TensorView<const T>& q, const TensorV
                    const Options& options) {
   const AttentionShape shape = validate_call<T>(q, k, v, out, lse, options);
   const TileShape tiles = kernel::default_tile_shape<T>();
+  // Threads from the dense FLOP count, an O(1) upper bound of the work: the exact cost() of
+  // a combination takes O(Hq Lq), and the bound only decides whether tiny calls stay on the
+  // calling thread.
+  const double dense_flops = Full{}.cost(shape).flops;
   const kernel::TiledCall<T> call{shape,
                                   q,
                                   k,
@@ -27,7 +32,7 @@ void run_attention(const P& pattern, const TensorView<const T>& q, const TensorV
                                   out,
                                   lse,
                                   static_cast<T>(resolve_scale(options, shape)),
-                                  parallel::resolve_threads(options.threads, pattern.cost(shape).flops)};
+                                  parallel::resolve_threads(options.threads, dense_flops)};
   kernel::run_tiled(call, pattern.plan(shape, tiles), tiles);
 }
 

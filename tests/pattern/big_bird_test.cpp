@@ -106,7 +106,7 @@ TEST(BigBirdCost, AttendedPairsCountTheMask) {
 TEST(BigBirdPlan, AgreesWithPredicate) {
   for (index_t n : {1, 70, 200, 333})
     for (index_t block : {1, 16, 50})
-      expect_plan_matches_predicate(BigBird(block, 2, static_cast<std::uint64_t>(n)), AttentionShape{1, 3, 1, n, n, 4, 4},
+      expect_plan_matches_mask(BigBird(block, 2, static_cast<std::uint64_t>(n)), AttentionShape{1, 3, 1, n, n, 4, 4},
                                     TileShape{32, 128});
 }
 

@@ -110,7 +110,7 @@ TEST(BlockSparsePlan, AgreesWithPredicateOverRandomParameters) {
     std::vector<BlockLayout> layouts{random_layout(qb, kb, density, trial)};
     if (draw(5, 2) == 1) layouts.push_back(random_layout(qb, kb, density, trial + 7777));
     const TileShape tiles{1 + draw(6, 96), 1 + draw(7, 160)};
-    for (bool causal : {false, true}) expect_plan_matches_predicate(BlockSparse(block, layouts, causal), shape, tiles);
+    for (bool causal : {false, true}) expect_plan_matches_mask(BlockSparse(block, layouts, causal), shape, tiles);
   }
 }
 

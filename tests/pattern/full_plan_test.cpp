@@ -19,7 +19,7 @@ TEST(FullPlan, AgreesWithPredicateOverRandomShapes) {
     };
     const AttentionShape shape{1, 1, 1, draw(1, 300), draw(2, 300), 4, 4};
     const TileShape tiles{1 + draw(3, 96), 1 + draw(4, 160)};
-    for (bool causal : {false, true}) testing::expect_plan_matches_predicate(Full{.causal = causal}, shape, tiles);
+    for (bool causal : {false, true}) testing::expect_plan_matches_mask(Full{.causal = causal}, shape, tiles);
   }
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Seeded test inputs: the three input sets of SPEC.md section 11 in either memory layout.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -104,6 +105,17 @@ Problem<T> make_problem(const AttentionShape& shape, InputSet set, std::uint64_t
     }
   }
   return p;
+}
+
+/// Up to `count` distinct sorted positions in [0, n), deterministic in `seed` (global tokens).
+inline std::vector<index_t> random_tokens(index_t n, index_t count, std::uint64_t seed) {
+  std::vector<index_t> tokens;
+  for (index_t t = 0; t < count && n > 0; ++t) {
+    tokens.push_back(static_cast<index_t>(mix64(seed * 31 + static_cast<std::uint64_t>(t)) % static_cast<std::uint64_t>(n)));
+  }
+  std::sort(tokens.begin(), tokens.end());
+  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  return tokens;
 }
 
 /// max |x| over a tensor (0 when empty).

@@ -15,6 +15,9 @@ namespace detail {
 struct KeyTileVisitorArchetype {
   void operator()(const KeyTile&) const {}
 };
+struct KeyRangeVisitorArchetype {
+  void operator()(const KeyRange&) const {}
+};
 }  // namespace detail
 
 /// The element types the kernels are compiled for.
@@ -30,27 +33,47 @@ concept AttentionMask = std::copyable<M> && requires(const M& mask, index_t head
   { mask.multiplicity(head, i, j) } -> std::convertible_to<int>;
 };
 
-/// What the tiled online-softmax driver executes. For the query rows [q_begin, q_end) of query
-/// head `head` (q_begin a multiple of TileShape::query_rows), for_each_key_tile calls
-/// visit(KeyTile) once per key range to process, in increasing key order, each at most
-/// TileShape::key_rows long; a range with needs_mask == false must be attended by every row.
-/// allows(head, i, j) is the element predicate the driver applies inside tiles that need a
-/// mask. Plans are computed analytically: nothing O(Lq * Lk) is stored or enumerated.
-template <class Plan>
-concept KeyTilePlan = std::copyable<Plan> &&
-    requires(const Plan& plan, index_t head, index_t q_begin, index_t q_end, index_t i, index_t j,
-             detail::KeyTileVisitorArchetype visit) {
-      plan.for_each_key_tile(head, q_begin, q_end, visit);
-      { plan.allows(head, i, j) } -> std::convertible_to<bool>;
+/// An AttentionMask that also counts, for exact costs of combined patterns:
+/// count(head, i, keys) sums mu_ij over the keys j in `keys`; for_each_span(head, i, f) calls
+/// f(KeyRange) for disjoint runs, in increasing order, holding exactly row i's attended keys.
+template <class M>
+concept CountingMask = AttentionMask<M> &&
+    requires(const M& mask, index_t head, index_t i, const KeyRange& keys, detail::KeyRangeVisitorArchetype f) {
+      { mask.count(head, i, keys) } -> std::convertible_to<index_t>;
+      mask.for_each_span(head, i, f);
     };
 
-/// A KeyTilePlan whose attended keys form one interval per row: row_interval(head, i) returns
-/// the KeyRange [begin, end) that row i attends (full, causal, sliding windows). The driver
-/// then masks a tile with two contiguous fills instead of one predicate call per element; the
-/// interval must agree with allows() (the property tests check it).
+/// What the tiled online-softmax driver executes. A plan works in its own row coordinates:
+/// query positions [0, Lq) and key positions [0, Lk), which are the rows themselves unless
+/// the plan is a ReorderingPlan. For the query positions [q_begin, q_end) of query head
+/// `head` (q_begin a multiple of TileShape::query_rows), for_each_key_tile calls
+/// visit(KeyTile) once per key range to process, in increasing key order, each inside one
+/// aligned run of TileShape::key_rows keys; a range with needs_mask == false is attended by
+/// every query of the range. For a tile that needs a mask, exclude(head, position, tile,
+/// scores) sets scores[c] to -inf for each key tile.begin + c that query `position` does not
+/// attend (scores[0 .. tile.end - tile.begin) is that query's row of the score tile) and
+/// leaves the others untouched: selection, so an excluded NaN never reaches arithmetic. It
+/// must be correct for any tile inside one aligned run, not only the plan's own (combinators
+/// call it on their merged tiles).
+/// Plans are computed analytically: nothing O(Lq * Lk) is stored or enumerated.
 template <class Plan>
-concept RowIntervalPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t head, index_t i) {
-  { plan.row_interval(head, i) } -> std::same_as<KeyRange>;
+concept KeyTilePlan = std::copyable<Plan> &&
+    requires(const Plan& plan, index_t head, index_t q_begin, index_t q_end, index_t position, const KeyTile& tile,
+             float* scores, detail::KeyTileVisitorArchetype visit) {
+      plan.for_each_key_tile(head, q_begin, q_end, visit);
+      plan.exclude(head, position, tile, scores);
+    };
+
+/// A KeyTilePlan that runs on reordered rows (dilated windows gather residue classes):
+/// query position p of head h is query row query_row(h, p), key position p is key row
+/// key_row(h, p), each a permutation of [0, Lq) and [0, Lk). Query heads with equal
+/// key_order(h) (an id) share one key order, so a GQA group packs K/V once per distinct id.
+/// Plans that are not ReorderingPlans use the identity.
+template <class Plan>
+concept ReorderingPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t head, index_t position) {
+  { plan.query_row(head, position) } -> std::same_as<index_t>;
+  { plan.key_row(head, position) } -> std::same_as<index_t>;
+  { plan.key_order(head) } -> std::same_as<index_t>;
 };
 
 /// A pattern: a small copyable value describing which (query, key) pairs interact.

@@ -44,13 +44,16 @@ class KeyValuePanels {
   bool has_nonfinite_values(index_t tile) const { return nonfinite_[static_cast<std::size_t>(tile)] != 0; }
 
   /// Packs key tile `tile` of (batch b, kv head h), padding included (zeros), so nothing read
-  /// later is uninitialised. Tiles are independent: threads may pack different tiles
-  /// concurrently.
-  void pack_tile(const TensorView<const T>& k, const TensorView<const T>& v, index_t b, index_t h, index_t tile) {
+  /// later is uninitialised: key position p holds K/V row key_row(p) (a permutation of the
+  /// rows, e.g. a dilated window's residue classes). Tiles are independent: threads may pack
+  /// different tiles concurrently.
+  template <class KeyRow>
+  void pack_tile(const TensorView<const T>& k, const TensorView<const T>& v, index_t b, index_t h, index_t tile,
+                 KeyRow&& key_row) {
     const index_t first = tile * key_rows_;
     const index_t count = std::min(key_rows_, k.seq() - first);
     T* panel = keys_ + tile * key_rows_ * head_dim_;
-    simd::transpose_rows(count, head_dim_, [&](index_t c) { return k.row(b, h, first + c); }, panel, key_rows_);
+    simd::transpose_rows(count, head_dim_, [&](index_t c) { return k.row(b, h, key_row(first + c)); }, panel, key_rows_);
     for (index_t d = 0; d < head_dim_; ++d) std::fill(panel + d * key_rows_ + count, panel + (d + 1) * key_rows_, T(0));
     if (tile == tile_count_ - 1) {  // the slack vector after the last panel
       std::fill(panel + head_dim_ * key_rows_, keys_ + keys_size_, T(0));
@@ -61,7 +64,7 @@ class KeyValuePanels {
       T* packed = values_ + (first + c) * value_stride_;
       index_t filled = 0;
       if (c < count) {
-        const T* value = v.row(b, h, first + c);
+        const T* value = v.row(b, h, key_row(first + c));
         std::copy(value, value + value_dim, packed);
         nonfinite |= !simd::all_finite(packed, value_dim);
         filled = value_dim;

@@ -2,7 +2,7 @@
 // The tiled online-softmax driver: executes any KeyTilePlan (SPEC.md section 1 algorithm).
 
 #include <algorithm>
-#include <limits>
+#include <vector>
 
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/shape.hpp"
@@ -11,6 +11,7 @@
 #include "attnkit/kernel/key_value_panels.hpp"
 #include "attnkit/kernel/online_softmax.hpp"
 #include "attnkit/parallel/team.hpp"
+#include "attnkit/core/score_masking.hpp"
 #include "attnkit/simd/batch.hpp"
 #include "attnkit/simd/score_tile.hpp"
 #include "attnkit/simd/value_accumulate.hpp"
@@ -52,29 +53,63 @@ struct QueryTileWorkspace {
   OnlineSoftmax<T> softmax;
 };
 
-template <class T>
-inline constexpr T kExcluded = -std::numeric_limits<T>::infinity();
-
-/// Sets the scores of row i's keys in `tile` that the plan excludes to -inf (selection: the
-/// excluded scores, possibly NaN, are overwritten, never combined arithmetically).
-template <class T, KeyTilePlan Plan>
-void exclude_masked(const Plan& plan, index_t h, index_t i, const KeyTile& tile, T* row) {
-  const index_t keys = tile.end - tile.begin;
-  if constexpr (RowIntervalPlan<Plan>) {
-    const KeyRange allowed = plan.row_interval(h, i);
-    const index_t first = std::clamp(allowed.begin - tile.begin, index_t{0}, keys);
-    const index_t last = std::clamp(allowed.end - tile.begin, first, keys);
-    std::fill(row, row + first, kExcluded<T>);
-    std::fill(row + last, row + keys, kExcluded<T>);
+/// The row order of a plan (SPEC.md section 3's residue classes for dilated windows): query
+/// position p of head h reads query row query_row(plan, h, p); the identity for plans that
+/// do not reorder.
+template <KeyTilePlan Plan>
+index_t query_row(const Plan& plan, index_t h, index_t position) {
+  if constexpr (ReorderingPlan<Plan>) {
+    return plan.query_row(h, position);
   } else {
-    for (index_t c = 0; c < keys; ++c) {
-      if (!plan.allows(h, i, tile.begin + c)) row[c] = kExcluded<T>;
-    }
+    return position;
+  }
+}
+template <KeyTilePlan Plan>
+index_t key_row(const Plan& plan, index_t h, index_t position) {
+  if constexpr (ReorderingPlan<Plan>) {
+    return plan.key_row(h, position);
+  } else {
+    return position;
+  }
+}
+/// Heads with equal ids share packed K/V.
+template <KeyTilePlan Plan>
+index_t key_order(const Plan& plan, index_t h) {
+  if constexpr (ReorderingPlan<Plan>) {
+    return plan.key_order(h);
+  } else {
+    return 0;
   }
 }
 
-/// Computes output rows [q_begin, q_end) of query head h in batch b against the packed K/V of
-/// its kv head, visiting exactly the key tiles the plan lists.
+/// The query heads of kv head `kv_head` grouped by key order: heads[begin[o] .. begin[o + 1])
+/// share the o-th distinct order (in order of first appearance). One group for plans that do
+/// not reorder.
+struct HeadsByKeyOrder {
+  std::vector<index_t> heads;
+  std::vector<index_t> begin;
+};
+template <KeyTilePlan Plan>
+HeadsByKeyOrder heads_by_key_order(const Plan& plan, index_t kv_head, index_t group_size) {
+  HeadsByKeyOrder grouped;
+  std::vector<bool> taken(static_cast<std::size_t>(group_size), false);
+  for (index_t first = 0; first < group_size; ++first) {
+    if (taken[static_cast<std::size_t>(first)]) continue;
+    grouped.begin.push_back(static_cast<index_t>(grouped.heads.size()));
+    const index_t order = key_order(plan, kv_head * group_size + first);
+    for (index_t g = first; g < group_size; ++g) {
+      if (!taken[static_cast<std::size_t>(g)] && key_order(plan, kv_head * group_size + g) == order) {
+        taken[static_cast<std::size_t>(g)] = true;
+        grouped.heads.push_back(kv_head * group_size + g);
+      }
+    }
+  }
+  grouped.begin.push_back(static_cast<index_t>(grouped.heads.size()));
+  return grouped;
+}
+
+/// Computes the output rows at query positions [q_begin, q_end) of query head h in batch b
+/// against the packed K/V of its kv head, visiting exactly the key tiles the plan lists.
 template <class T, KeyTilePlan Plan>
 void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileShape& tiles,
                         const KeyValuePanels<T>& panels, QueryTileWorkspace<T>& work, index_t b, index_t h,
@@ -89,7 +124,7 @@ void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileSh
   const T q_scale = call.scale * kLog2e;
   T* queries = work.queries;
   for (index_t r = 0; r < rows; ++r) {
-    const T* q = call.q.row(b, h, q_begin + r);
+    const T* q = call.q.row(b, h, query_row(plan, h, q_begin + r));
     for (index_t d = 0; d < head_dim; ++d) queries[r * head_dim + d] = q[d] * q_scale;
   }
   std::fill(queries + rows * head_dim, queries + padded_rows * head_dim, T(0));
@@ -106,8 +141,8 @@ void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileSh
                      score_stride);
     for (index_t r = 0; r < rows; ++r) {
       T* row = scores + r * score_stride;
-      if (tile.needs_mask) exclude_masked(plan, h, q_begin + r, tile, row);
-      std::fill(row + keys, row + columns, kExcluded<T>);  // vector tail past the last key
+      if (tile.needs_mask) plan.exclude(h, q_begin + r, tile, row);
+      std::fill(row + keys, row + columns, attnkit::detail::kExcludedScore<T>);  // vector tail past the last key
     }
     work.softmax.absorb_scores(scores, score_stride, rows, columns);
     const T* values = panels.value_rows(tile.begin);
@@ -121,18 +156,20 @@ void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileSh
   });
 
   for (index_t r = 0; r < rows; ++r) {
-    const T lse = work.softmax.finish_row(r, call.out.row(b, h, q_begin + r), call.shape.value_dim);
-    if (call.lse != nullptr) *call.lse->row(b, h, q_begin + r) = lse;
+    const index_t i = query_row(plan, h, q_begin + r);
+    const T lse = work.softmax.finish_row(r, call.out.row(b, h, i), call.shape.value_dim);
+    if (call.lse != nullptr) *call.lse->row(b, h, i) = lse;
   }
 }
 
 }  // namespace detail
 
-/// Runs a KeyTilePlan over the whole call. One parallel region; for each (batch, kv head):
-/// the threads pack its K/V panels (static split over key tiles), then take its
-/// (query head of the group, query tile) items dynamically, last query tile first (under
-/// causal masks later tiles carry more keys). Every output row is produced by one thread with
-/// a fixed operation order, so results do not depend on the thread count.
+/// Runs a KeyTilePlan over the whole call. One parallel region; for each (batch, kv head) and
+/// each distinct key order of its query heads (one unless the plan reorders rows): the threads
+/// pack its K/V panels in that order (static split over key tiles), then take its
+/// (query head, query tile) items dynamically, last query tile first (under causal masks
+/// later tiles carry more keys). Every output row is produced by one thread with a fixed
+/// operation order, so results do not depend on the thread count.
 /// Extra memory: one group's panels, (Lk rounded up) x (D + Dv rounded up) elements, plus per
 /// thread O(query_rows x (key_rows + D + Dv)).
 template <class T, KeyTilePlan Plan>
@@ -140,24 +177,30 @@ void run_tiled(const TiledCall<T>& call, const Plan& plan, const TileShape& tile
   const AttentionShape& shape = call.shape;
   if (shape.batch == 0 || shape.q_heads == 0 || shape.q_len == 0) return;
   KeyValuePanels<T> panels(shape, tiles);
-  const index_t group_size = shape.group_size();
   const index_t query_tiles = attnkit::detail::ceil_div(shape.q_len, tiles.query_rows);
-  const index_t items_per_group = group_size * query_tiles;
 
   parallel::parallel_region(call.threads, [&](parallel::Team& team) {
     detail::QueryTileWorkspace<T> work(shape, tiles, panels.value_stride());
     for (index_t group = 0; group < shape.batch * shape.kv_heads; ++group) {
       const index_t b = group / shape.kv_heads;
       const index_t kv_head = group % shape.kv_heads;
-      team.for_each_static(panels.tile_count(),
-                           [&](index_t tile) { panels.pack_tile(call.k, call.v, b, kv_head, tile); });
-      team.for_each_dynamic(items_per_group, [&](index_t item) {
-        const index_t reversed = items_per_group - 1 - item;
-        const index_t h = kv_head * group_size + reversed / query_tiles;
-        const index_t q_begin = (reversed % query_tiles) * tiles.query_rows;
-        const index_t q_end = std::min(q_begin + tiles.query_rows, shape.q_len);
-        detail::process_query_tile(call, plan, tiles, panels, work, b, h, q_begin, q_end);
-      });
+      const detail::HeadsByKeyOrder grouped = detail::heads_by_key_order(plan, kv_head, shape.group_size());
+      for (std::size_t order = 0; order + 1 < grouped.begin.size(); ++order) {
+        const index_t* heads = grouped.heads.data() + grouped.begin[order];
+        const index_t head_count = grouped.begin[order + 1] - grouped.begin[order];
+        team.for_each_static(panels.tile_count(), [&](index_t tile) {
+          panels.pack_tile(call.k, call.v, b, kv_head, tile,
+                           [&](index_t position) { return detail::key_row(plan, heads[0], position); });
+        });
+        const index_t items = head_count * query_tiles;
+        team.for_each_dynamic(items, [&](index_t item) {
+          const index_t reversed = items - 1 - item;
+          const index_t h = heads[reversed / query_tiles];
+          const index_t q_begin = (reversed % query_tiles) * tiles.query_rows;
+          const index_t q_end = std::min(q_begin + tiles.query_rows, shape.q_len);
+          detail::process_query_tile(call, plan, tiles, panels, work, b, h, q_begin, q_end);
+        });
+      }
     }
   });
 }

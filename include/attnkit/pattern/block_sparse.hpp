@@ -13,6 +13,8 @@
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/pattern/block_layout.hpp"
+#include "attnkit/pattern/key_tile_builder.hpp"
+#include "attnkit/core/score_masking.hpp"
 
 namespace attnkit {
 
@@ -90,13 +92,32 @@ class BlockSparse {
 
   class Mask {
    public:
-    explicit Mask(Spec spec) : spec_(std::move(spec)) {}
+    Mask(Spec spec, index_t kv_len) : spec_(std::move(spec)), kv_len_(kv_len) {}
     int multiplicity(index_t head, index_t i, index_t j) const { return spec_.allows(head, i, j) ? 1 : 0; }
+    /// Attended keys of row i among `keys`: O(blocks listed in its block row).
+    index_t count(index_t head, index_t i, const KeyRange& keys) const {
+      index_t total = 0;
+      for_each_span(head, i, [&](const KeyRange& span) {
+        total += std::max(index_t{0}, std::min(span.end, keys.end) - std::max(span.begin, keys.begin));
+      });
+      return total;
+    }
+    /// Calls f(KeyRange) for the listed blocks of row i's block row, in order (cut at i under
+    /// causal).
+    template <class F>
+    void for_each_span(index_t head, index_t i, F&& f) const {
+      const index_t b = spec_.block_size;
+      const index_t last = spec_.causal ? std::min(kv_len_, i + 1) : kv_len_;
+      for (index_t kb : spec_.layout_for(head).row(i / b)) {
+        const index_t begin = kb * b, end = std::min(begin + b, last);
+        if (begin < end) f(KeyRange{begin, end});
+      }
+    }
 
    private:
     Spec spec_;
+    index_t kv_len_;
   };
-
   /// Key tiles of a query tile, enumerated on the fly from the layout rows it meets (a k-way
   /// merge of their sorted key-block lists): nothing is precomputed or allocated per call
   /// beyond one cursor per block row.
@@ -111,7 +132,7 @@ class BlockSparse {
       const index_t b = spec_.block_size;
       const index_t first_row = q_begin / b, rows = (q_end - 1) / b - first_row + 1;
       std::vector<index_t> cursor(static_cast<std::size_t>(rows), 0);  // next entry of each block row
-      KeyTile pending{0, 0, false};
+      detail::KeyTileBuilder tiles(key_rows_, visit);
       while (true) {
         // The smallest key block not yet visited, how many block rows list it and where the
         // last of those rows ends inside the tile (causal: no key after it is attended).
@@ -136,23 +157,21 @@ class BlockSparse {
         const index_t key_end = std::min({key_begin + b, kv_len_, spec_.causal ? last_row_end : kv_len_});
         // A block listed by every row needs no mask, unless causal cuts it for the first row.
         const bool complete = listed == rows && (!spec_.causal || key_end - 1 <= q_begin);
-        for (index_t begin = key_begin; begin < key_end;) {
-          const index_t tile = begin / key_rows_;
-          const index_t end = std::min(key_end, (tile + 1) * key_rows_);
-          if (pending.end > pending.begin && pending.begin / key_rows_ == tile) {
-            // Same aligned tile: widen it; a gap or an incomplete block makes it masked.
-            pending.needs_mask = pending.needs_mask || !complete || pending.end != begin;
-            pending.end = end;
-          } else {
-            if (pending.end > pending.begin) visit(pending);
-            pending = KeyTile{begin, end, !complete};
-          }
-          begin = end;
-        }
+        const KeyRange keys{key_begin, key_end};
+        tiles.add(keys, complete ? keys : KeyRange{});
       }
-      if (pending.end > pending.begin) visit(pending);
+      tiles.finish();
     }
-    bool allows(index_t head, index_t i, index_t j) const { return spec_.allows(head, i, j); }
+    /// Row i keeps the keys of its block row's listed blocks (and, causal, j <= i).
+    template <class T>
+    void exclude(index_t head, index_t i, const KeyTile& tile, T* scores) const {
+      const BlockLayout& layout = spec_.layout_for(head);
+      const index_t b = spec_.block_size;
+      for (index_t kb = tile.begin / b; kb * b < tile.end; ++kb) {
+        if (!layout.contains(i / b, kb)) detail::exclude_inside(KeyRange{kb * b, (kb + 1) * b}, tile, scores);
+      }
+      if (spec_.causal) detail::exclude_inside(KeyRange{i + 1, tile.end}, tile, scores);
+    }
 
    private:
     Spec spec_;
@@ -162,7 +181,7 @@ class BlockSparse {
 
   Mask mask(const AttentionShape& shape) const {
     check_shape(shape);
-    return Mask(spec_);
+    return Mask(spec_, shape.kv_len);
   }
   Plan plan(const AttentionShape& shape, const TileShape& tiles) const {
     check_shape(shape);

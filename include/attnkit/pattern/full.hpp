@@ -6,6 +6,7 @@
 #include "attnkit/core/cost.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/shape.hpp"
+#include "attnkit/core/score_masking.hpp"
 
 namespace attnkit {
 
@@ -18,16 +19,31 @@ struct Full {
   /// Closed-form mask for one shape (the reference's ground truth).
   class Mask {
    public:
-    Mask(bool causal, index_t causal_offset) : causal_(causal), causal_offset_(causal_offset) {}
+    Mask(bool causal, index_t kv_len, index_t causal_offset)
+        : causal_(causal), kv_len_(kv_len), causal_offset_(causal_offset) {}
     int multiplicity(index_t /*head*/, index_t i, index_t j) const {
       return !causal_ || j <= i + causal_offset_ ? 1 : 0;
     }
+    /// Attended keys of row i among `keys`: O(1).
+    index_t count(index_t head, index_t i, const KeyRange& keys) const {
+      const KeyRange r = row_keys(head, i);
+      return std::max(index_t{0}, std::min(r.end, keys.end) - std::max(r.begin, keys.begin));
+    }
+    /// Calls f(KeyRange) for the attended runs of row i: one prefix of the keys.
+    template <class F>
+    void for_each_span(index_t head, index_t i, F&& f) const {
+      const KeyRange r = row_keys(head, i);
+      if (r.begin < r.end) f(r);
+    }
 
    private:
+    KeyRange row_keys(index_t /*head*/, index_t i) const {
+      return KeyRange{0, causal_ ? std::clamp(i + causal_offset_ + 1, index_t{0}, kv_len_) : kv_len_};
+    }
     bool causal_;
+    index_t kv_len_;
     index_t causal_offset_;
   };
-
   /// Key tiles for a query tile: [0, Lk) in aligned steps of key_rows; causal stops after the
   /// last row's last key and marks tiles reaching past the first row's last key as masked
   /// (the diagonal band), so tiles wholly below the diagonal run without element masks.
@@ -46,7 +62,10 @@ struct Full {
         visit(KeyTile{begin, tile_end, tile_end > unmasked_end});
       }
     }
-    bool allows(index_t /*head*/, index_t i, index_t j) const { return !causal_ || j <= i + causal_offset_; }
+    template <class T>
+    void exclude(index_t head, index_t i, const KeyTile& tile, T* scores) const {
+      detail::exclude_outside(row_interval(head, i), tile, scores);
+    }
     KeyRange row_interval(index_t /*head*/, index_t i) const {
       return KeyRange{0, causal_ ? std::clamp(i + causal_offset_ + 1, index_t{0}, kv_len_) : kv_len_};
     }
@@ -58,7 +77,7 @@ struct Full {
     index_t key_rows_;
   };
 
-  Mask mask(const AttentionShape& shape) const { return Mask(causal, shape.causal_offset()); }
+  Mask mask(const AttentionShape& shape) const { return Mask(causal, shape.kv_len, shape.causal_offset()); }
 
   Plan plan(const AttentionShape& shape, const TileShape& tiles) const {
     return Plan(causal, shape.kv_len, shape.causal_offset(), tiles.key_rows);

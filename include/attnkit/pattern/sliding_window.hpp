@@ -9,6 +9,8 @@
 #include "attnkit/core/errors.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/key_tile_builder.hpp"
+#include "attnkit/core/score_masking.hpp"
 
 namespace attnkit {
 
@@ -59,13 +61,24 @@ class SlidingWindow {
 
   class Mask {
    public:
-    Mask(index_t left, index_t right) : left_(left), right_(right) {}
+    Mask(index_t left, index_t right, index_t kv_len) : left_(left), right_(right), kv_len_(kv_len) {}
     int multiplicity(index_t /*head*/, index_t i, index_t j) const {
       return (j <= i || j - i <= right_) && (j >= i || i - j <= left_) ? 1 : 0;
     }
+    /// Attended keys of row i among `keys`: O(1).
+    index_t count(index_t /*head*/, index_t i, const KeyRange& keys) const {
+      const KeyRange r = band(i, left_, right_, kv_len_);
+      return std::max(index_t{0}, std::min(r.end, keys.end) - std::max(r.begin, keys.begin));
+    }
+    /// Calls f(KeyRange) for the attended runs of row i: one band.
+    template <class F>
+    void for_each_span(index_t /*head*/, index_t i, F&& f) const {
+      const KeyRange r = band(i, left_, right_, kv_len_);
+      if (r.begin < r.end) f(r);
+    }
 
    private:
-    index_t left_, right_;
+    index_t left_, right_, kv_len_;
   };
 
   /// Key tiles of a query tile [q_begin, q_end): the union of its rows' bands, cut at aligned
@@ -80,17 +93,13 @@ class SlidingWindow {
     void for_each_key_tile(index_t /*head*/, index_t q_begin, index_t q_end, Visit&& visit) const {
       const KeyRange first = band(q_begin, left_, right_, kv_len_);
       const KeyRange last = band(q_end - 1, left_, right_, kv_len_);
-      const index_t begin = first.begin, end = last.end;   // union of the rows' bands
-      const index_t common_begin = last.begin, common_end = first.end;  // their intersection
-      for (index_t tile_begin = begin / key_rows_ * key_rows_; tile_begin < end; tile_begin += key_rows_) {
-        const index_t b = std::max(tile_begin, begin);
-        const index_t e = std::min(tile_begin + key_rows_, end);
-        if (b < e) visit(KeyTile{b, e, b < common_begin || e > common_end});
-      }
+      detail::KeyTileBuilder tiles(key_rows_, visit);
+      tiles.add(KeyRange{first.begin, last.end}, KeyRange{last.begin, first.end});  // union, intersection
+      tiles.finish();
     }
-    bool allows(index_t /*head*/, index_t i, index_t j) const {
-      const KeyRange r = band(i, left_, right_, kv_len_);
-      return r.begin <= j && j < r.end;
+    template <class T>
+    void exclude(index_t head, index_t i, const KeyTile& tile, T* scores) const {
+      detail::exclude_outside(row_interval(head, i), tile, scores);
     }
     KeyRange row_interval(index_t /*head*/, index_t i) const { return band(i, left_, right_, kv_len_); }
 
@@ -98,19 +107,33 @@ class SlidingWindow {
     index_t left_, right_, kv_len_, key_rows_;
   };
 
-  Mask mask(const AttentionShape& /*shape*/) const { return Mask(left_, right_); }
+  Mask mask(const AttentionShape& shape) const { return Mask(left_, right_, shape.kv_len); }
   Plan plan(const AttentionShape& shape, const TileShape& tiles) const {
     return Plan(left_, right_, shape.kv_len, tiles.key_rows);
   }
 
-  /// Pairs per head: the clipped band width summed over rows (O(Lq)).
+  /// Pairs per head: band_pairs(Lq, Lk, left, right).
   PatternCost cost(const AttentionShape& shape) const {
-    double pairs = 0;
-    for (index_t i = 0; i < shape.q_len; ++i) {
-      const KeyRange r = band(i, left_, right_, shape.kv_len);
-      pairs += static_cast<double>(std::max(index_t{0}, r.end - r.begin));
-    }
-    return softmax_cost(pairs, shape);
+    return softmax_cost(band_pairs(shape.q_len, shape.kv_len, left_, right_), shape);
+  }
+
+  /// Pairs (a, b), 0 <= a < rows, 0 <= b < keys, with -left <= b - a <= right, in O(1):
+  /// F(right) - F(-left - 1), where F(d) counts the pairs with b - a <= d, i.e. the sum over
+  /// a of clamp(a + d + 1, 0, keys).
+  static double band_pairs(index_t rows, index_t keys, index_t left, index_t right) {
+    if (rows <= 0 || keys <= 0) return 0;
+    const double r = static_cast<double>(rows), k = static_cast<double>(keys);
+    // sum_{u = 0}^{t - 1} clamp(u, 0, keys) for real-valued t (exact for integers).
+    const auto prefix = [k](double t) {
+      if (t <= 0) return 0.0;
+      if (t <= k + 1) return t * (t - 1) / 2;
+      return k * (k + 1) / 2 + (t - k - 1) * k;
+    };
+    const auto at_most = [&](double d) { return prefix(d + 1 + r) - prefix(d + 1); };
+    // Radii beyond rows + keys change nothing; clamping keeps kUnbounded exact in doubles.
+    const double l = static_cast<double>(std::min(left, rows + keys));
+    const double rr = static_cast<double>(std::min(right, rows + keys));
+    return std::max(0.0, at_most(rr) - at_most(-l - 1));
   }
 
  private:

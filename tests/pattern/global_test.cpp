@@ -1,4 +1,4 @@
-// attnkit::GlobalTokens (SPEC.md section 4, the global part): literal masks, plan properties,
+// attnkit::Global (SPEC.md section 4, the global part): literal masks, plan properties,
 // cost, bad input and the kernel against the float64 reference.
 
 #include <gtest/gtest.h>
@@ -15,67 +15,59 @@ namespace {
 
 using Rows = std::vector<std::vector<int>>;
 
-TEST(GlobalTokensMask, GlobalRowsAndColumns) {
-  EXPECT_EQ(mask_rows(GlobalTokens({0, 3}), AttentionShape{1, 1, 1, 5, 5, 1, 1}), (Rows{{1, 1, 1, 1, 1}, {1, 0, 0, 1, 0}, {1, 0, 0, 1, 0}, {1, 1, 1, 1, 1}, {1, 0, 0, 1, 0}}));
+TEST(GlobalMask, GlobalRowsAndColumns) {
+  EXPECT_EQ(mask_rows(Global({0, 3}), AttentionShape{1, 1, 1, 5, 5, 1, 1}), (Rows{{1, 1, 1, 1, 1}, {1, 0, 0, 1, 0}, {1, 0, 0, 1, 0}, {1, 1, 1, 1, 1}, {1, 0, 0, 1, 0}}));
 }
 
-TEST(GlobalTokensErrors, BadTokensAreRejected) {
+TEST(GlobalErrors, BadTokensAreRejected) {
   const auto expect_message = [](auto make, const std::string& fragment) { expect_invalid_argument(make, fragment); };
-  expect_message([] { return GlobalTokens({3, 1}); }, "tokens[1] = 1");
-  expect_message([] { return GlobalTokens({1, 1}); }, "strictly increasing");
-  expect_message([] { return GlobalTokens({-2}); }, "tokens[0] = -2");
-  expect_message([] { return GlobalTokens({0, 9}).cost(AttentionShape{1, 1, 1, 9, 20, 4, 4}); }, "tokens.back() = 9");
+  expect_message([] { return Global({3, 1}); }, "tokens[1] = 1");
+  expect_message([] { return Global({1, 1}); }, "strictly increasing");
+  expect_message([] { return Global({-2}); }, "tokens[0] = -2");
+  expect_message([] { return Global({0, 9}).cost(AttentionShape{1, 1, 1, 9, 20, 4, 4}); }, "tokens.back() = 9");
 }
 
-std::vector<index_t> random_tokens(index_t n, index_t count, std::uint64_t seed) {
-  std::vector<index_t> tokens;
-  for (index_t t = 0; t < count && n > 0; ++t) tokens.push_back(static_cast<index_t>(mix64(seed * 31 + t) % static_cast<std::uint64_t>(n)));
-  std::sort(tokens.begin(), tokens.end());
-  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
-  return tokens;
-}
-
-TEST(GlobalTokensPlan, AgreesWithPredicateOverRandomSets) {
+TEST(GlobalPlan, AgreesWithPredicateOverRandomSets) {
   for (std::uint64_t trial = 0; trial < 200; ++trial) {
     const auto draw = [&](std::uint64_t stream, index_t limit) {
       return static_cast<index_t>(mix64(trial * 16 + stream) % static_cast<std::uint64_t>(limit));
     };
     const AttentionShape shape{1, 1, 1, 1 + draw(1, 300), 1 + draw(2, 300), 4, 4};
     const index_t limit = std::min(shape.q_len, shape.kv_len);
-    const GlobalTokens pattern(random_tokens(limit, draw(3, 12), trial));
-    expect_plan_matches_predicate(pattern, shape, TileShape{1 + draw(4, 96), 1 + draw(5, 160)});
+    const Global pattern(random_tokens(limit, draw(3, 12), trial));
+    expect_plan_matches_mask(pattern, shape, TileShape{1 + draw(4, 96), 1 + draw(5, 160)});
   }
 }
 
-TEST(GlobalTokensCost, AttendedPairsCountTheMask) {
+TEST(GlobalCost, AttendedPairsCountTheMask) {
   for (index_t n : {1, 7, 100}) {
-    const GlobalTokens pattern(random_tokens(n, 5, static_cast<std::uint64_t>(n)));
+    const Global pattern(random_tokens(n, 5, static_cast<std::uint64_t>(n)));
     const AttentionShape shape{1, 2, 2, n, n + 3, 4, 4};
     EXPECT_EQ(pattern.cost(shape).attended_pairs, count_mask_pairs(pattern, shape));
   }
 }
 
-TEST(GlobalTokensIdentity, AllTokensGlobalIsFull) {
+TEST(GlobalIdentity, AllTokensGlobalIsFull) {
   const AttentionShape s{1, 2, 1, 140, 140, 16, 16};
   std::vector<index_t> all(140);
   for (index_t i = 0; i < 140; ++i) all[static_cast<std::size_t>(i)] = i;
   const Problem<float> p = make_problem<float>(s, InputSet::kNormal, 51);
   Tensor<float> global(1, 2, 140, 16, Layout::kBHLD), full = global;
-  attention(GlobalTokens(all), p.q.cview(), p.k.cview(), p.v.cview(), global.view);
+  attention(Global(all), p.q.cview(), p.k.cview(), p.v.cview(), global.view);
   attention(Full{}, p.q.cview(), p.k.cview(), p.v.cview(), full.view);
   EXPECT_TRUE(all_close(global, full, Tolerance{1e-6, 1e-5}));
 }
 
-TEST(GlobalTokensAttention, MatchesReference) {
+TEST(GlobalAttention, MatchesReference) {
   for (index_t n : {1, 65, 129, 1000})
     for (index_t dim : {1, 33, 64}) {
       SCOPED_TRACE(::testing::Message() << "n " << n << " D " << dim);
-      const GlobalTokens pattern(random_tokens(n, 6, static_cast<std::uint64_t>(n)));
+      const Global pattern(random_tokens(n, 6, static_cast<std::uint64_t>(n)));
       const AttentionShape shape{1, 2, 1, n, n, dim, dim};
       expect_matches_reference<float>(pattern, shape, InputSet::kNormal, static_cast<std::uint64_t>(n + dim));
       expect_matches_reference<double>(pattern, shape, InputSet::kNormal, static_cast<std::uint64_t>(n + dim));
     }
-  const GlobalTokens cls({0, 17, 200});
+  const Global cls({0, 17, 200});
   for (InputSet set : {InputSet::kPeaky, InputSet::kOffset})
     expect_matches_reference<float>(cls, AttentionShape{1, 2, 2, 300, 300, 64, 64}, set, 8);
   expect_matches_reference<float>(cls, AttentionShape{2, 2, 1, 300, 260, 24, 40}, InputSet::kNormal, 9, Layout::kBLHD);

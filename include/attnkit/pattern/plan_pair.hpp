@@ -1,0 +1,93 @@
+#pragma once
+// What the pattern combinators (Union, Intersection) share: planning two operands in one row
+// order and forwarding that order.
+
+#include <utility>
+
+#include "attnkit/core/concepts.hpp"
+#include "attnkit/core/cost.hpp"
+#include "attnkit/core/index.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/row_order.hpp"
+
+namespace attnkit::detail {
+
+template <class P>
+using plan_type = decltype(std::declval<const P&>().plan(std::declval<const AttentionShape&>(),
+                                                          std::declval<const TileShape&>()));
+
+/// A pattern that can plan in the coordinates of a foreign RowOrder (Global can).
+template <class P, class Order>
+concept PlannableInOrder = requires(const P& pattern, const AttentionShape& shape, const TileShape& tiles,
+                                    const Order& order) {
+  { pattern.plan(shape, tiles, order) } -> KeyTilePlan;
+};
+
+/// The second operand's plan, in the first plan's row order when the first reorders rows.
+/// Only the first operand may reorder: two different row orders cannot share a score tile.
+template <class Second, class FirstPlan>
+auto plan_second(const Second& second, const AttentionShape& shape, const TileShape& tiles, const FirstPlan& first) {
+  if constexpr (ReorderingPlan<FirstPlan>) {
+    static_assert(PlannableInOrder<Second, FirstPlan>,
+                  "the first operand reorders rows (Dilated): the second must plan in that order (e.g. Global)");
+    return second.plan(shape, tiles, first);
+  } else {
+    static_assert(!ReorderingPlan<plan_type<Second>>,
+                  "only the first operand of a combination may reorder rows: put Dilated first");
+    return second.plan(shape, tiles);
+  }
+}
+
+/// Two plans in the first one's coordinates; a ReorderingPlan and RowOrder exactly when the
+/// first is.
+template <class FirstPlan, class SecondPlan>
+class PlanPair {
+ public:
+  static constexpr bool kReorders = ReorderingPlan<FirstPlan>;
+
+  PlanPair(FirstPlan first, SecondPlan second, index_t key_rows)
+      : first_(std::move(first)), second_(std::move(second)), key_rows_(key_rows) {}
+
+  index_t query_row(index_t head, index_t position) const
+    requires ReorderingPlan<FirstPlan>
+  {
+    return first_.query_row(head, position);
+  }
+  index_t key_row(index_t head, index_t position) const
+    requires ReorderingPlan<FirstPlan>
+  {
+    return first_.key_row(head, position);
+  }
+  index_t key_order(index_t head) const
+    requires ReorderingPlan<FirstPlan>
+  {
+    return first_.key_order(head);
+  }
+  index_t query_position(index_t head, index_t row) const
+    requires RowOrder<FirstPlan>
+  {
+    return first_.query_position(head, row);
+  }
+  index_t key_position(index_t head, index_t row) const
+    requires RowOrder<FirstPlan>
+  {
+    return first_.key_position(head, row);
+  }
+
+ protected:
+  FirstPlan first_;
+  SecondPlan second_;
+  index_t key_rows_;
+};
+
+/// Cost of a pattern from its counting mask: the attended keys of every row of every head,
+/// O(Hq Lq) count() calls. Exact where closed forms are out of reach (combinations).
+template <CountingMask M>
+PatternCost counted_cost(const M& mask, const AttentionShape& shape) {
+  double pairs = 0;
+  for (index_t h = 0; h < shape.q_heads; ++h)
+    for (index_t i = 0; i < shape.q_len; ++i) pairs += static_cast<double>(mask.count(h, i, KeyRange{0, shape.kv_len}));
+  return softmax_cost(shape.q_heads > 0 ? pairs / static_cast<double>(shape.q_heads) : 0.0, shape);
+}
+
+}  // namespace attnkit::detail
