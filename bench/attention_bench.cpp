@@ -19,6 +19,7 @@
 #include <Eigen/Core>
 
 #include "attnkit/attnkit.hpp"
+#include "bench_patterns.hpp"
 #include "machine_roofs.hpp"
 #include "naive_attention.hpp"
 #include "report.hpp"
@@ -63,66 +64,63 @@ void finish(benchmark::State& state, index_t n, double flops, int threads) {
   state.counters["flop"] = flops;
 }
 
-/// attnkit with the pattern make(n) at n = first_n, 2 first_n, ..., max_n (B = 1, H = 8,
-/// D = Dv = dim).
-template <class MakePattern>
-void register_pattern(attnkit::bench::Registry& registry, const std::string& kind, MakePattern make, index_t dim,
-                      int threads, index_t first_n, index_t max_n) {
+/// Times attnkit::attention with `pattern` at n = state.range(0) (B = 1, H = 8, D = Dv = dim).
+template <class Pattern>
+void time_pattern(benchmark::State& state, const Pattern& pattern, index_t dim, int threads) {
+  const index_t n = state.range(0);
+  Inputs in(n, dim);
+  const attnkit::Options options{.threads = threads};
+  const auto view = [&](auto& buffer) { return attnkit::bhld(buffer.data(), 1, kHeads, n, dim); };
+  for (auto _ : state) {
+    attnkit::attention(pattern, view(in.q), view(in.k), view(in.v), view(in.out), options);
+    benchmark::DoNotOptimize(in.out.data());
+  }
+  const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, dim, dim};
+  finish(state, n, pattern.cost(shape).flops, threads);
+}
+
+/// Times planning alone (what attnkit::attention computes per call before the kernel runs).
+template <class Pattern>
+void time_planning(benchmark::State& state, const Pattern& pattern) {
+  const index_t n = state.range(0);
+  const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, 64, 64};
+  for (auto _ : state) {
+    auto plan = pattern.plan(shape, attnkit::kernel::default_tile_shape<float>());
+    benchmark::DoNotOptimize(plan);
+  }
+  finish(state, n, 0, 1);
+}
+
+/// A family of runs at n = first_n, 2 first_n, ..., max_n.
+template <class Body>
+void register_family(attnkit::bench::Registry& registry, const std::string& kind, index_t dim, int threads,
+                     index_t first_n, index_t max_n, Body body) {
   const std::string name = "attnkit/" + kind + "/D:" + std::to_string(dim) + "/threads:" + std::to_string(threads);
-  auto* family = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
-    const index_t n = state.range(0);
-    const auto pattern = make(n);
-    Inputs in(n, dim);
-    const attnkit::Options options{.threads = threads};
-    const auto view = [&](auto& buffer) { return attnkit::bhld(buffer.data(), 1, kHeads, n, dim); };
-    for (auto _ : state) {
-      attnkit::attention(pattern, view(in.q), view(in.k), view(in.v), view(in.out), options);
-      benchmark::DoNotOptimize(in.out.data());
-    }
-    const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, dim, dim};
-    finish(state, n, pattern.cost(shape).flops, threads);
-  });
+  auto* family = benchmark::RegisterBenchmark(name.c_str(), body);
   for (index_t n : sizes(first_n, max_n)) family->Arg(n);
   family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(3)->ReportAggregatesOnly();
   registry.add(name, BenchmarkInfo{"attnkit", kind, dim, threads});
 }
 
-/// Planning alone (plan + cost, as attnkit::attention does per call) of make(n) at n = 16384.
-template <class MakePattern>
-void register_planning(attnkit::bench::Registry& registry, const std::string& kind, MakePattern make) {
+/// A sparse pattern of bench_patterns.hpp: attention at n = 1024 ... max_n, and planning
+/// alone at n = 16384.
+void register_sparse(attnkit::bench::Registry& registry, const std::string& kind, int threads, index_t max_n) {
+  register_family(registry, kind, 64, threads, 1024, max_n, [=](benchmark::State& state) {
+    attnkit::bench::with_sparse_pattern(kind, state.range(0),
+                                        [&](const auto& pattern) { time_pattern(state, pattern, 64, threads); });
+  });
   const std::string name = "planning/" + kind + "/D:64/threads:1";
   auto* family = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
-    const index_t n = state.range(0);
-    const auto pattern = make(n);
-    const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, 64, 64};
-    for (auto _ : state) {
-      auto plan = pattern.plan(shape, attnkit::kernel::default_tile_shape<float>());
-      benchmark::DoNotOptimize(plan);
-      benchmark::DoNotOptimize(pattern.cost(shape));
-    }
-    finish(state, n, 0, 1);
+    attnkit::bench::with_sparse_pattern(kind, state.range(0), [&](const auto& pattern) { time_planning(state, pattern); });
   });
   family->Arg(16384)->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly();
   registry.add(name, BenchmarkInfo{"planning", kind, 64, 1});
 }
 
-/// Block-sparse benchmark layout, O(n) pairs: query block p attends key blocks p - 2 ... p + 2
-/// and block 0.
-attnkit::BlockSparse banded_block_layout(index_t n, index_t block) {
-  const index_t blocks = attnkit::detail::ceil_div(n, block);
-  std::vector<std::vector<index_t>> rows(static_cast<std::size_t>(blocks));
-  for (index_t p = 0; p < blocks; ++p) {
-    auto& row = rows[static_cast<std::size_t>(p)];
-    if (p > 2) row.push_back(0);
-    for (index_t kb = std::max<index_t>(0, p - 2); kb <= std::min(blocks - 1, p + 2); ++kb) row.push_back(kb);
-  }
-  return attnkit::BlockSparse(block, {attnkit::BlockLayout::from_rows(blocks, rows)});
-}
-
 void register_attnkit(attnkit::bench::Registry& registry, bool causal, index_t dim, int threads, index_t max_n) {
-  register_pattern(
-      registry, causal ? "causal" : "full", [causal](index_t) { return attnkit::Full{.causal = causal}; }, dim, threads,
-      256, max_n);
+  register_family(registry, causal ? "causal" : "full", dim, threads, 256, max_n, [=](benchmark::State& state) {
+    time_pattern(state, attnkit::Full{.causal = causal}, dim, threads);
+  });
 }
 
 void register_naive(attnkit::bench::Registry& registry, bool causal, index_t dim, int threads, index_t max_n) {
@@ -220,15 +218,9 @@ int main(int argc, char** argv) {
   for (const bool causal : {false, true}) register_attnkit(registry, causal, 128, all_threads, max_n);
   // Sparse patterns (issue 3), n = 1024 ... 65536: GFLOP/s on attended pairs against full's.
   const index_t sparse_max_n = std::max<index_t>(4 * max_n, 1024);
-  const auto window = [](index_t) { return attnkit::SlidingWindow::symmetric(256); };
-  const auto block_sparse = [](index_t n) { return banded_block_layout(n, 64); };
-  const auto big_bird = [](index_t) { return attnkit::BigBird(64, 3, 2024); };
-  register_pattern(registry, "window_r256", window, 64, all_threads, 1024, sparse_max_n);
-  register_pattern(registry, "block64_band5_global1", block_sparse, 64, all_threads, 1024, sparse_max_n);
-  register_pattern(registry, "bigbird_b64_r3", big_bird, 64, all_threads, 1024, sparse_max_n);
-  register_planning(registry, "window_r256", window);
-  register_planning(registry, "block64_band5_global1", block_sparse);
-  register_planning(registry, "bigbird_b64_r3", big_bird);
+  for (const std::string& kind : attnkit::bench::sparse_pattern_names()) {
+    register_sparse(registry, kind, all_threads, sparse_max_n);
+  }
   for (const index_t dim : {index_t{64}, index_t{128}})
     for (const bool causal : {false, true}) register_naive(registry, causal, dim, all_threads, max_n);
   register_reference(registry, 64, max_n);

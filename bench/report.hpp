@@ -206,6 +206,15 @@ inline void write_report(const std::string& path, const Registry& registry,
     }
   }
 
+  // Dilated window against the plain window of the same radii (PERF.md: <= 1.2x the time).
+  const Point* window_16k = detail::find_point(points, detail::family_name("attnkit", "window_r256", 64, all), 16384);
+  const Point* dilated_16k = detail::find_point(points, detail::family_name("attnkit", "dilated_r256_d4", 64, all), 16384);
+  if (window_16k && dilated_16k) {
+    const double ratio = dilated_16k->seconds / window_16k->seconds;
+    out << "| dilated_r256_d4 time / window_r256 time, n=16384 | " << fixed(ratio, 2) << "x | <= 1.20x | "
+        << (ratio <= 1.2 ? "yes" : "NO") << " |\n";
+  }
+
   if (!memory_path.empty()) {
     std::ifstream memory(memory_path);
     out << "\n## Extra memory of one call\n\n" << (memory ? std::string(std::istreambuf_iterator<char>(memory), {}) : "not measured\n");

@@ -20,11 +20,13 @@ namespace attnkit::kernel {
 
 /// Tile geometry of the driver. 32 query rows: the masked triangles at the edges of a band
 /// (windows, causal diagonals) waste about query_rows / (band width + query_rows) of the work,
-/// and measured full attention is as fast as with 64 rows. 128 keys per tile amortise the
-/// per-row softmax bookkeeping (max, rescale) over more FMAs.
+/// and measured full attention is as fast as with 64 rows (16 rows: 4% slower). 256 keys per
+/// tile amortise the per-row softmax bookkeeping (max, rescale) over more FMAs: with 128, a
+/// radius-256 window ran 7% slower per pair (more, shorter tiles per query tile) and full
+/// attention no faster; the 32 x 256 score tile (32 KiB in fp32) still fits L1.
 template <class T>
 constexpr TileShape default_tile_shape() {
-  return TileShape{32, 128};
+  return TileShape{32, 256};
 }
 
 /// One call's arguments as the driver sees them (validated by the front door).
@@ -108,6 +110,33 @@ HeadsByKeyOrder heads_by_key_order(const Plan& plan, index_t kv_head, index_t gr
   return grouped;
 }
 
+/// Relative work of the query tile at positions [q_begin, q_end) of head h: the keys of its
+/// key tiles plus a fixed overhead per tile (softmax bookkeeping of a short tile).
+template <KeyTilePlan Plan>
+double estimated_work(const Plan& plan, index_t h, index_t q_begin, index_t q_end) {
+  constexpr double kTileOverheadKeys = 16;
+  double keys = 0;
+  plan.for_each_key_tile(h, q_begin, q_end,
+                         [&](const KeyTile& tile) { keys += static_cast<double>(tile.end - tile.begin) + kTileOverheadKeys; });
+  return keys;
+}
+
+/// The items (heads[s] * query_tiles + t) of heads[0 .. head_count), heaviest first by
+/// `work` (indexed the same way), ties in decreasing item order: the heavy tiles (a global
+/// row's, a causal tile near the end) start early instead of keeping the team at the barrier.
+inline std::vector<index_t> heaviest_first(const index_t* heads, index_t head_count, index_t query_tiles,
+                                           const std::vector<double>& work) {
+  std::vector<index_t> items;
+  items.reserve(static_cast<std::size_t>(head_count * query_tiles));
+  for (index_t s = 0; s < head_count; ++s)
+    for (index_t t = 0; t < query_tiles; ++t) items.push_back(heads[s] * query_tiles + t);
+  std::sort(items.begin(), items.end(), [&](index_t x, index_t y) {
+    const double wx = work[static_cast<std::size_t>(x)], wy = work[static_cast<std::size_t>(y)];
+    return wx != wy ? wx > wy : x > y;
+  });
+  return items;
+}
+
 /// Computes the output rows at query positions [q_begin, q_end) of query head h in batch b
 /// against the packed K/V of its kv head, visiting exactly the key tiles the plan lists.
 template <class T, KeyTilePlan Plan>
@@ -164,23 +193,33 @@ void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileSh
 
 }  // namespace detail
 
-/// Runs a KeyTilePlan over the whole call. One parallel region; for each (batch, kv head) and
-/// each distinct key order of its query heads (one unless the plan reorders rows): the threads
-/// pack its K/V panels in that order (static split over key tiles), then take its
-/// (query head, query tile) items dynamically, last query tile first (under causal masks
-/// later tiles carry more keys). Every output row is produced by one thread with a fixed
-/// operation order, so results do not depend on the thread count.
+/// Runs a KeyTilePlan over the whole call. One parallel region: first the threads estimate
+/// the work of every (query head, query tile) from the plan (static split); then for each
+/// (batch, kv head) and each distinct key order of its query heads (one unless the plan
+/// reorders rows) they pack its K/V panels in that order (static split over key tiles) and
+/// take its (query head, query tile) items dynamically, heaviest first. Every output row is
+/// produced by one thread with a fixed operation order, so results do not depend on the
+/// thread count.
 /// Extra memory: one group's panels, (Lk rounded up) x (D + Dv rounded up) elements, plus per
-/// thread O(query_rows x (key_rows + D + Dv)).
+/// thread O(query_rows x (key_rows + D + Dv)), plus one double per (query head, query tile).
 template <class T, KeyTilePlan Plan>
 void run_tiled(const TiledCall<T>& call, const Plan& plan, const TileShape& tiles) {
   const AttentionShape& shape = call.shape;
   if (shape.batch == 0 || shape.q_heads == 0 || shape.q_len == 0) return;
   KeyValuePanels<T> panels(shape, tiles);
   const index_t query_tiles = attnkit::detail::ceil_div(shape.q_len, tiles.query_rows);
+  std::vector<double> tile_work(static_cast<std::size_t>(shape.q_heads * query_tiles));
+  const auto query_range = [&](index_t item) {
+    const index_t q_begin = (item % query_tiles) * tiles.query_rows;
+    return KeyRange{q_begin, std::min(q_begin + tiles.query_rows, shape.q_len)};  // query positions
+  };
 
   parallel::parallel_region(call.threads, [&](parallel::Team& team) {
     detail::QueryTileWorkspace<T> work(shape, tiles, panels.value_stride());
+    team.for_each_static(shape.q_heads * query_tiles, [&](index_t item) {
+      const KeyRange rows = query_range(item);
+      tile_work[static_cast<std::size_t>(item)] = detail::estimated_work(plan, item / query_tiles, rows.begin, rows.end);
+    });
     for (index_t group = 0; group < shape.batch * shape.kv_heads; ++group) {
       const index_t b = group / shape.kv_heads;
       const index_t kv_head = group % shape.kv_heads;
@@ -192,13 +231,11 @@ void run_tiled(const TiledCall<T>& call, const Plan& plan, const TileShape& tile
           panels.pack_tile(call.k, call.v, b, kv_head, tile,
                            [&](index_t position) { return detail::key_row(plan, heads[0], position); });
         });
-        const index_t items = head_count * query_tiles;
-        team.for_each_dynamic(items, [&](index_t item) {
-          const index_t reversed = items - 1 - item;
-          const index_t h = heads[reversed / query_tiles];
-          const index_t q_begin = (reversed % query_tiles) * tiles.query_rows;
-          const index_t q_end = std::min(q_begin + tiles.query_rows, shape.q_len);
-          detail::process_query_tile(call, plan, tiles, panels, work, b, h, q_begin, q_end);
+        const std::vector<index_t> items = detail::heaviest_first(heads, head_count, query_tiles, tile_work);
+        team.for_each_dynamic(static_cast<index_t>(items.size()), [&](index_t e) {
+          const index_t item = items[static_cast<std::size_t>(e)];
+          const KeyRange rows = query_range(item);
+          detail::process_query_tile(call, plan, tiles, panels, work, b, item / query_tiles, rows.begin, rows.end);
         });
       }
     }

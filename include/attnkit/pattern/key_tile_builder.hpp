@@ -57,10 +57,13 @@ class KeyTileBuilder {
 };
 
 /// The key tiles a plan visits for query positions [q_begin, q_end), in order (combinators
-/// merge the lists of their operands).
+/// merge the lists of their operands). The list is a thread_local buffer per Plan type,
+/// reused (no allocation per query tile), valid until the next call for the same Plan type
+/// on this thread; a plan cannot contain its own type, so nested combinators do not clash.
 template <class Plan>
-std::vector<KeyTile> collect_key_tiles(const Plan& plan, index_t head, index_t q_begin, index_t q_end) {
-  std::vector<KeyTile> tiles;
+const std::vector<KeyTile>& collect_key_tiles(const Plan& plan, index_t head, index_t q_begin, index_t q_end) {
+  thread_local std::vector<KeyTile> tiles;
+  tiles.clear();
   plan.for_each_key_tile(head, q_begin, q_end, [&](const KeyTile& tile) { tiles.push_back(tile); });
   return tiles;
 }

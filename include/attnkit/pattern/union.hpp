@@ -85,7 +85,7 @@ struct Union {
 
     template <class Visit>
     void for_each_key_tile(index_t head, index_t q_begin, index_t q_end, Visit&& visit) const {
-      const std::vector<KeyTile> theirs = detail::collect_key_tiles(this->second_, head, q_begin, q_end);
+      const std::vector<KeyTile>& theirs = detail::collect_key_tiles(this->second_, head, q_begin, q_end);
       detail::KeyTileBuilder tiles(this->key_rows_, visit);
       auto next = theirs.begin();
       this->first_.for_each_key_tile(head, q_begin, q_end, [&](const KeyTile& tile) {

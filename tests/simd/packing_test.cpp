@@ -1,0 +1,52 @@
+// simd::transpose_rows (the K^T panel packer, with its in-register AVX-512 path) and
+// simd::all_finite against their element-wise definitions.
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <vector>
+
+#include "attnkit/simd/packing.hpp"
+
+namespace attnkit::testing {
+namespace {
+
+template <class T>
+void expect_transposes(index_t rows, index_t cols) {
+  const index_t stride = cols + 3;  // source rows are not adjacent in general
+  std::vector<T> source(static_cast<std::size_t>(rows * stride));
+  for (std::size_t e = 0; e < source.size(); ++e) source[e] = static_cast<T>(e) + T(0.5);
+  const index_t dst_stride = rows + 5;
+  std::vector<T> dst(static_cast<std::size_t>(cols * dst_stride), T(-1));
+  simd::transpose_rows(rows, cols, [&](index_t c) { return source.data() + c * stride; }, dst.data(), dst_stride);
+  for (index_t d = 0; d < cols; ++d)
+    for (index_t c = 0; c < dst_stride; ++c) {
+      const T expected = c < rows ? source[static_cast<std::size_t>(c * stride + d)] : T(-1);  // padding untouched
+      ASSERT_EQ(dst[static_cast<std::size_t>(d * dst_stride + c)], expected) << rows << "x" << cols << " at " << d << "," << c;
+    }
+}
+
+TEST(TransposeRows, MatchesElementwiseDefinition) {
+  for (index_t rows : {1, 7, 16, 17, 32, 40})
+    for (index_t cols : {1, 15, 16, 33, 64, 70}) {
+      expect_transposes<float>(rows, cols);
+      expect_transposes<double>(rows, cols);
+    }
+}
+
+TEST(AllFinite, DetectsNanAndInfAnywhere) {
+  for (index_t n : {1, 5, 16, 37}) {
+    std::vector<float> x(static_cast<std::size_t>(n), 1.5f);
+    EXPECT_TRUE(simd::all_finite(x.data(), n));
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      for (index_t at = 0; at < n; ++at) {
+        std::vector<float> y = x;
+        y[static_cast<std::size_t>(at)] = bad;
+        EXPECT_FALSE(simd::all_finite(y.data(), n)) << "n " << n << " at " << at;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attnkit::testing
