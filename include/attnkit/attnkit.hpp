@@ -15,6 +15,7 @@
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/eigen.hpp"
+#include "attnkit/global_projections.hpp"
 #include "attnkit/pattern/ascii_view.hpp"
 #include "attnkit/pattern/big_bird.hpp"
 #include "attnkit/pattern/block_layout.hpp"

@@ -3,6 +3,7 @@
 // docs/architecture.md shows how each attention kind maps onto them.
 
 #include <concepts>
+#include <vector>
 
 #include "attnkit/core/cost.hpp"
 #include "attnkit/core/index.hpp"
@@ -93,6 +94,13 @@ concept AttentionPattern = std::copyable<P> &&
 template <class P>
 concept MaskedPattern = AttentionPattern<P> && requires(const P& pattern, const AttentionShape& shape) {
   { pattern.mask(shape) } -> AttentionMask;
+};
+
+/// A pattern holding Longformer's global tokens (Global, or a Union with exactly one operand
+/// holding them): attention with GlobalProjections gives those rows their own Qg, Kg, Vg.
+template <class P>
+concept WithGlobalTokens = requires(const P& pattern) {
+  { pattern.global_tokens() } -> std::convertible_to<const std::vector<index_t>&>;
 };
 
 }  // namespace attnkit

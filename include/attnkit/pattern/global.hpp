@@ -36,6 +36,8 @@ class Global {
   }
 
   const std::vector<index_t>& tokens() const { return *tokens_; }
+  /// The tokens, as every pattern holding global tokens reports them (WithGlobalTokens).
+  const std::vector<index_t>& global_tokens() const { return *tokens_; }
 
   class Mask {
    public:

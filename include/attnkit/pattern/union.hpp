@@ -108,6 +108,17 @@ struct Union {
     }
   };
 
+  /// The global tokens of the one operand holding them (attention with GlobalProjections).
+  const std::vector<index_t>& global_tokens() const
+    requires(WithGlobalTokens<First> != WithGlobalTokens<Second>)
+  {
+    if constexpr (WithGlobalTokens<Second>) {
+      return second.global_tokens();
+    } else {
+      return first.global_tokens();
+    }
+  }
+
   Mask mask(const AttentionShape& shape) const { return Mask(first.mask(shape), second.mask(shape)); }
   Plan plan(const AttentionShape& shape, const TileShape& tiles) const {
     FirstPlan first_plan = first.plan(shape, tiles);
