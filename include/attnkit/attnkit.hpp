@@ -17,6 +17,7 @@
 #include "attnkit/eigen.hpp"
 #include "attnkit/global_projections.hpp"
 #include "attnkit/pattern/ascii_view.hpp"
+#include "attnkit/pattern/attended_keys.hpp"
 #include "attnkit/pattern/big_bird.hpp"
 #include "attnkit/pattern/block_layout.hpp"
 #include "attnkit/pattern/block_sparse.hpp"

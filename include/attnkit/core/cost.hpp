@@ -8,16 +8,21 @@ namespace attnkit {
 /// Attended (query, key) pairs summed over batch and query heads, and the FLOP count used for
 /// GFLOP/s: 2 * pairs * (head_dim + value_dim) for softmax kernels (QK^T and PV; exp not
 /// counted). Doubles, because pairs reach 2^40 and beyond for long multi-head calls.
+/// density is attended_pairs over all B Hq Lq Lk (query, key) pairs (0 for an empty call).
 struct PatternCost {
   double attended_pairs = 0;
   double flops = 0;
+  double density = 0;
 };
 
 /// Cost of a softmax kernel attending `pairs_per_head` (query, key) pairs in every
 /// (batch, query head): 2 * pairs * (D + Dv) FLOP (SPEC.md section 1; PERF.md).
 inline PatternCost softmax_cost(double pairs_per_head, const AttentionShape& shape) {
   const double pairs = pairs_per_head * static_cast<double>(shape.batch) * static_cast<double>(shape.q_heads);
-  return PatternCost{pairs, 2.0 * pairs * static_cast<double>(shape.head_dim + shape.value_dim)};
+  const double all_pairs = static_cast<double>(shape.batch) * static_cast<double>(shape.q_heads) *
+                           static_cast<double>(shape.q_len) * static_cast<double>(shape.kv_len);
+  return PatternCost{pairs, 2.0 * pairs * static_cast<double>(shape.head_dim + shape.value_dim),
+                     all_pairs > 0 ? pairs / all_pairs : 0.0};
 }
 
 }  // namespace attnkit
