@@ -218,6 +218,11 @@ int main(int argc, char** argv) {
   for (const bool causal : {false, true}) register_attnkit(registry, causal, 128, all_threads, max_n);
   // Sparse patterns (issue 3), n = 1024 ... 65536: GFLOP/s on attended pairs against full's.
   const index_t sparse_max_n = std::max<index_t>(4 * max_n, 1024);
+  // Full attention at n = 16384 again right before them: the per-pair ratios compare runs
+  // minutes apart otherwise, and machine load drifts.
+  register_family(registry, "full_sparse_baseline", 64, all_threads, 16384, 16384, [=](benchmark::State& state) {
+    time_pattern(state, attnkit::Full{}, 64, all_threads);
+  });
   for (const std::string& kind : attnkit::bench::sparse_pattern_names()) {
     register_sparse(registry, kind, all_threads, sparse_max_n);
   }

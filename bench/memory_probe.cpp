@@ -2,7 +2,10 @@
 // call runs, minus its resident set just before the call, when Q, K, V and O are allocated and
 // touched. Reads VmHWM / VmRSS from /proc/self/status (Linux).
 //
-//   attnkit_memory_probe [--n=32768] [--heads=8] [--dim=64] [--causal] [--out=memory.md]
+//   attnkit_memory_probe [--n=32768] [--heads=8] [--dim=64] [--pattern=full] [--append]
+//                        [--out=memory.md]
+// --pattern: full, causal, or a sparse pattern of bench_patterns.hpp; --append adds the line
+// to --out instead of replacing it (one process per pattern: the peak is per process).
 
 #include <cstdio>
 #include <fstream>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
+#include "bench_patterns.hpp"
 
 namespace {
 
@@ -39,24 +43,29 @@ int main(int argc, char** argv) {
   const long n = std::stol(flag(argc, argv, "--n", "32768"));
   const long heads = std::stol(flag(argc, argv, "--heads", "8"));
   const long dim = std::stol(flag(argc, argv, "--dim", "64"));
-  const bool causal = flag(argc, argv, "--causal", "") == "1";
+  const std::string pattern = flag(argc, argv, "--pattern", "full");
+  const bool append = flag(argc, argv, "--append", "") == "1";
   const std::string out_path = flag(argc, argv, "--out", "");
 
   const std::size_t elements = static_cast<std::size_t>(heads * n * dim);
   std::vector<float> q(elements, 0.5f), k(elements, 0.25f), v(elements, 1.0f), o(elements, 0.0f);
+  const auto view = [&](std::vector<float>& x) { return attnkit::bhld(x.data(), 1, heads, n, dim); };
+  const auto run = [&](const auto& p) { attnkit::attention(p, view(q), view(k), view(v), view(o)); };
   const double before = status_bytes("VmRSS:");
-  attnkit::attention(attnkit::Full{.causal = causal}, attnkit::bhld(q.data(), 1, heads, n, dim),
-                     attnkit::bhld(k.data(), 1, heads, n, dim), attnkit::bhld(v.data(), 1, heads, n, dim),
-                     attnkit::bhld(o.data(), 1, heads, n, dim));
+  if (pattern == "full" || pattern == "causal") {
+    run(attnkit::Full{.causal = pattern == "causal"});
+  } else {
+    attnkit::bench::with_sparse_pattern(pattern, n, run);
+  }
   const double peak = status_bytes("VmHWM:");
   const double mib = 1024.0 * 1024.0;
 
   std::ostringstream report;
-  report << "Full" << (causal ? " causal" : "") << ", B=1, H=" << heads << ", n=" << n << ", D=" << dim
+  report << "- " << pattern << ", B=1, H=" << heads << ", n=" << n << ", D=" << dim
          << ", fp32: Q+K+V+O = " << 4.0 * elements * sizeof(float) / mib << " MiB; peak RSS during the call "
          << peak / mib << " MiB; RSS before the call " << before / mib << " MiB; extra memory of the call "
          << (peak - before) / mib << " MiB (limit 64 MiB)\n";
   std::fputs(report.str().c_str(), stdout);
-  if (!out_path.empty()) std::ofstream(out_path) << report.str();
+  if (!out_path.empty()) std::ofstream(out_path, append ? std::ios::app : std::ios::trunc) << report.str();
   return peak >= 0 && before >= 0 ? 0 : 1;
 }

@@ -172,7 +172,7 @@ inline void write_report(const std::string& path, const Registry& registry,
   }
 
   // The figures issue 2 names, computed from the rows above.
-  out << "\n## Targets (fp32, B=1, H=8, D=64, n=4096)\n\n| target | measured | required | met |\n|---|---|---|---|\n";
+  out << "\n## Targets (fp32, B=1, H=8, D=64; full attention at n=4096)\n\n| target | measured | required | met |\n|---|---|---|---|\n";
   const int all = roofs.fma_peak_gflops.rbegin()->first;
   const auto row = [&](const std::string& what, std::optional<double> value, double required, const std::string& unit) {
     out << "| " << what << " | " << (value ? fixed(*value, 2) + unit : "not measured") << " | >= " << fixed(required, 2)
@@ -192,13 +192,21 @@ inline void write_report(const std::string& path, const Registry& registry,
   row("full: " + std::to_string(all) + " threads over 1 thread", full_all && full_one ? Opt(full_one->seconds / full_all->seconds) : Opt(), 1.8, "x");
   row("causal speedup over full (" + std::to_string(all) + " threads)", full_all && causal_all ? Opt(full_all->seconds / causal_all->seconds) : Opt(), 1.7, "x");
 
-  // Sparse patterns: GFLOP/s per attended pair relative to full attention at n = 16384.
-  const Point* full_16k = detail::find_point(points, detail::family_name("attnkit", "full", 64, all), 16384);
+  // Sparse patterns: GFLOP/s per attended pair relative to full attention at n = 16384, as
+  // measured just before them (full_sparse_baseline).
+  const Point* full_16k = detail::find_point(points, detail::family_name("attnkit", "full_sparse_baseline", 64, all), 16384);
   for (const auto& name : registry.names()) {
     const BenchmarkInfo& info = registry.info(name);
-    if (info.implementation != "attnkit" || info.kind == "full" || info.kind == "causal" || info.threads != all) continue;
+    if (info.implementation != "attnkit" || info.kind == "full" || info.kind == "causal" ||
+        info.kind == "full_sparse_baseline" || info.threads != all) {
+      continue;
+    }
     const Point* sparse = detail::find_point(points, name, 16384);
     row(info.kind + ", n=16384: GFLOP/s per attended pair / full's", full_16k && sparse ? Opt(100 * sparse->gflops() / full_16k->gflops()) : Opt(), 80, "%");
+    if (const auto exponent = points.count(name) ? detail::fitted_exponent(points.at(name)) : std::nullopt) {
+      out << "| " << info.kind << ": fitted complexity | O(n^" << fixed(*exponent, 2) << ") | O(n): exponent <= 1.15 | "
+          << (*exponent <= 1.15 ? "yes" : "NO") << " |\n";
+    }
     const Point* planning = detail::find_point(points, detail::family_name("planning", info.kind, 64, 1), 16384);
     if (planning && sparse) {
       out << "| " << info.kind << ", n=16384: planning time / attention time | " << fixed(100 * planning->seconds / sparse->seconds, 2)

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   ok &= write_picture(dir, "block_sparse_blockbert", "BlockSparse::cyclic_shifts(16, 6, {0, 2}), head 1",
                       BlockSparse::cyclic_shifts(16, 6, {0, 2}), 2, 1);
   ok &= write_picture(dir, "big_bird", "BigBird(8, 2, seed 7)", BigBird(8, 2, 7));
-  ok &= write_picture(dir, "causal_window_union_global", "Intersection{Union{SlidingWindow(6, 6), Global({20})}, Full{.causal = true}}",
+  ok &= write_picture(dir, "causal_window_union_global", "Union{window 6, Global({20})} made causal",
                       Intersection{Union{SlidingWindow(6, 6), Global({20})}, Full{.causal = true}});
   std::printf(ok ? "gallery written to %s\n" : "could not write the gallery to %s\n", dir.c_str());
   return ok ? 0 : 1;
