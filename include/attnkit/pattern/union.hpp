@@ -102,8 +102,8 @@ struct Union {
       std::copy(scores, scores + keys, second_scores);
       this->first_.exclude(head, position, tile, scores);
       this->second_.exclude(head, position, tile, second_scores);
-      for (index_t c = 0; c < keys; ++c) {
-        if (scores[c] == detail::kExcludedScore<T>) scores[c] = second_scores[c];
+      for (index_t c = 0; c < keys; ++c) {  // a select the compiler vectorises
+        scores[c] = scores[c] == detail::kExcludedScore<T> ? second_scores[c] : scores[c];
       }
     }
   };
