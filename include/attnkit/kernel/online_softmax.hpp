@@ -16,7 +16,8 @@ namespace attnkit::kernel {
 /// State of up to `rows` query rows, all in log2 units (scores arrive as log2(e) * s_ij):
 ///   max_[r]   running max m of the scores seen so far (-inf until a score is seen)
 ///   sum_[r]   running sum l of 2^(s - m)
-///   rescale_[r] 2^(m_old - m_new) of the latest tile, consumed by the PV update
+///   rescale_[r] 2^(m_old - m_new) of the latest tile, consumed by the PV update of its
+///             first key segment
 ///   acc_      [rows x value_stride] unnormalised output O~
 template <class T>
 class OnlineSoftmax {
@@ -27,6 +28,7 @@ class OnlineSoftmax {
         sum_(detail::thread_scratch<struct RowSumTag, T>(rows)),
         rescale_(detail::thread_scratch<struct RowRescaleTag, T>(rows)),
         new_max_(detail::thread_scratch<struct RowNewMaxTag, T>(rows)),
+        ones_(detail::thread_scratch<struct RowOnesTag, T>(rows)),
         acc_(detail::thread_scratch<struct AccumulatorTag, T>(rows * value_stride)) {}
 
   void reset(index_t rows) {
@@ -34,6 +36,7 @@ class OnlineSoftmax {
       max_[r] = -kInf;
       sum_[r] = T(0);
       rescale_[r] = T(0);
+      ones_[r] = T(1);
     }
     std::fill(acc_, acc_ + rows * value_stride_, T(0));
   }
@@ -52,12 +55,14 @@ class OnlineSoftmax {
     }
   }
 
-  /// O~ = rescale * O~ + P V over `keys` value rows (see simd::accumulate_values).
+  /// O~ = rescale * O~ + P V over `keys` value rows (see simd::accumulate_values), for the
+  /// first key segment of the absorbed scores; later segments (`first_segment` false) add
+  /// P V with a factor of exactly 1.
   template <simd::ZeroWeights kZero>
   void accumulate(const T* weights, index_t weight_stride, const T* values, index_t padded_rows, index_t keys,
-                  index_t value_vectors) {
-    simd::accumulate_values<T, kZero>(acc_, value_stride_, rescale_, weights, weight_stride, values,
-                                      value_stride_, padded_rows, keys, value_vectors);
+                  index_t value_vectors, bool first_segment) {
+    simd::accumulate_values<T, kZero>(acc_, value_stride_, first_segment ? rescale_ : ones_, weights, weight_stride,
+                                      values, value_stride_, padded_rows, keys, value_vectors);
   }
 
   /// Row r's output O~ / l (or zeros for an empty row, l = 0) into out[0, value_dim), and its
@@ -83,6 +88,7 @@ class OnlineSoftmax {
   T* sum_;
   T* rescale_;
   T* new_max_;  // the running max after the current tile, before it replaces max_
+  T* ones_;     // 1 per row: the rescale of key segments after the first
   T* acc_;
 };
 

@@ -44,15 +44,24 @@ namespace detail {
 
 /// Per-thread scratch of one query tile: scaled Q rows, the score tile and the softmax state
 /// (detail::thread_scratch, reused across calls).
+/// A key tile placed at `column` of the score tile.
+struct KeySegment {
+  KeyTile tile;
+  index_t column;
+};
+
 template <class T>
 struct QueryTileWorkspace {
   QueryTileWorkspace(const AttentionShape& shape, const TileShape& tiles, index_t value_stride)
       : queries(attnkit::detail::thread_scratch<struct QueryTileTag, T>(tiles.query_rows * shape.head_dim)),
         scores(attnkit::detail::thread_scratch<struct ScoreTileTag, T>(tiles.query_rows * tiles.key_rows)),
-        softmax(tiles.query_rows, value_stride) {}
+        softmax(tiles.query_rows, value_stride) {
+    segments.reserve(static_cast<std::size_t>(tiles.key_rows));
+  }
   T* queries;  // [query_rows x head_dim], rows past the tile zero
   T* scores;   // [query_rows x key_rows], scores then weights
   OnlineSoftmax<T> softmax;
+  std::vector<KeySegment> segments;  // the key tiles sharing the current score tile
 };
 
 /// The row order of a plan (SPEC.md section 3's residue classes for dilated windows): query
@@ -139,6 +148,7 @@ inline std::vector<index_t> heaviest_first(const index_t* heads, index_t head_co
 
 /// Computes the output rows at query positions [q_begin, q_end) of query head h in batch b
 /// against the packed K/V of its kv head, visiting exactly the key tiles the plan lists.
+/// Each KeyTile lies inside one aligned panel, so its K^T columns are contiguous.
 template <class T, KeyTilePlan Plan>
 void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileShape& tiles,
                         const KeyValuePanels<T>& panels, QueryTileWorkspace<T>& work, index_t b, index_t h,
@@ -161,28 +171,49 @@ void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileSh
 
   T* scores = work.scores;
   const index_t score_stride = tiles.key_rows;
-  plan.for_each_key_tile(h, q_begin, q_end, [&](const KeyTile& tile) {
-    const index_t panel = tile.begin / tiles.key_rows;
-    const index_t offset = tile.begin - panel * tiles.key_rows;
-    const index_t keys = tile.end - tile.begin;
-    const index_t columns = attnkit::detail::round_up(keys, kW);
-    simd::score_tile(queries, head_dim, panels.key_panel(panel) + offset, tiles.key_rows, padded_rows, keys, scores,
-                     score_stride);
-    for (index_t r = 0; r < rows; ++r) {
-      T* row = scores + r * score_stride;
-      if (tile.needs_mask) plan.exclude(h, q_begin + r, tile, row);
-      std::fill(row + keys, row + columns, attnkit::detail::kExcludedScore<T>);  // vector tail past the last key
+  // Key tiles are gathered into segments of one score tile until its key_rows columns are
+  // full (each segment starting on a vector boundary), so short tiles (BigBird's and block
+  // layouts' 64-key blocks) share one softmax update instead of paying one each.
+  std::vector<KeySegment>& segments = work.segments;
+  index_t columns = 0;
+  const auto run_segments = [&] {
+    if (segments.empty()) return;
+    for (const KeySegment& segment : segments) {
+      const KeyTile& tile = segment.tile;
+      const index_t panel = tile.begin / tiles.key_rows;
+      const index_t keys = tile.end - tile.begin;
+      simd::score_tile(queries, head_dim, panels.key_panel(panel) + (tile.begin - panel * tiles.key_rows),
+                       tiles.key_rows, padded_rows, keys, scores + segment.column, score_stride);
+      for (index_t r = 0; r < rows; ++r) {
+        T* row = scores + r * score_stride + segment.column;
+        if (tile.needs_mask) plan.exclude(h, q_begin + r, tile, row);
+        std::fill(row + keys, row + attnkit::detail::round_up(keys, kW), attnkit::detail::kExcludedScore<T>);
+      }
     }
     work.softmax.absorb_scores(scores, score_stride, rows, columns);
-    const T* values = panels.value_rows(tile.begin);
-    if (tile.needs_mask && panels.has_nonfinite_values(panel)) {
-      work.softmax.template accumulate<simd::ZeroWeights::kSkip>(scores, score_stride, values, padded_rows, keys,
-                                                                 panels.value_vectors());
-    } else {
-      work.softmax.template accumulate<simd::ZeroWeights::kMultiply>(scores, score_stride, values, padded_rows, keys,
-                                                                     panels.value_vectors());
+    for (std::size_t s = 0; s < segments.size(); ++s) {
+      const KeyTile& tile = segments[s].tile;
+      const T* weights = scores + segments[s].column;
+      const T* values = panels.value_rows(tile.begin);
+      const index_t keys = tile.end - tile.begin;
+      if (tile.needs_mask && panels.has_nonfinite_values(tile.begin / tiles.key_rows)) {
+        work.softmax.template accumulate<simd::ZeroWeights::kSkip>(weights, score_stride, values, padded_rows, keys,
+                                                                   panels.value_vectors(), s == 0);
+      } else {
+        work.softmax.template accumulate<simd::ZeroWeights::kMultiply>(weights, score_stride, values, padded_rows,
+                                                                       keys, panels.value_vectors(), s == 0);
+      }
     }
+    segments.clear();
+    columns = 0;
+  };
+  plan.for_each_key_tile(h, q_begin, q_end, [&](const KeyTile& tile) {
+    const index_t width = attnkit::detail::round_up(tile.end - tile.begin, kW);
+    if (columns + width > tiles.key_rows) run_segments();
+    segments.push_back(KeySegment{tile, columns});
+    columns += width;
   });
+  run_segments();
 
   for (index_t r = 0; r < rows; ++r) {
     const index_t i = query_row(plan, h, q_begin + r);

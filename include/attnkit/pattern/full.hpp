@@ -16,6 +16,11 @@ namespace attnkit {
 struct Full {
   bool causal = false;
 
+  /// Keys [begin, end) row i attends: all, or under causal [0, i + offset] clipped to [0, Lk).
+  static KeyRange row_keys(bool causal, index_t kv_len, index_t causal_offset, index_t i) {
+    return KeyRange{0, causal ? std::clamp(i + causal_offset + 1, index_t{0}, kv_len) : kv_len};
+  }
+
   /// Closed-form mask for one shape (the reference's ground truth).
   class Mask {
    public:
@@ -25,21 +30,18 @@ struct Full {
       return !causal_ || j <= i + causal_offset_ ? 1 : 0;
     }
     /// Attended keys of row i among `keys`: O(1).
-    index_t count(index_t head, index_t i, const KeyRange& keys) const {
-      const KeyRange r = row_keys(head, i);
+    index_t count(index_t /*head*/, index_t i, const KeyRange& keys) const {
+      const KeyRange r = row_keys(causal_, kv_len_, causal_offset_, i);
       return std::max(index_t{0}, std::min(r.end, keys.end) - std::max(r.begin, keys.begin));
     }
     /// Calls f(KeyRange) for the attended runs of row i: one prefix of the keys.
     template <class F>
-    void for_each_span(index_t head, index_t i, F&& f) const {
-      const KeyRange r = row_keys(head, i);
+    void for_each_span(index_t /*head*/, index_t i, F&& f) const {
+      const KeyRange r = row_keys(causal_, kv_len_, causal_offset_, i);
       if (r.begin < r.end) f(r);
     }
 
    private:
-    KeyRange row_keys(index_t /*head*/, index_t i) const {
-      return KeyRange{0, causal_ ? std::clamp(i + causal_offset_ + 1, index_t{0}, kv_len_) : kv_len_};
-    }
     bool causal_;
     index_t kv_len_;
     index_t causal_offset_;
@@ -63,11 +65,8 @@ struct Full {
       }
     }
     template <class T>
-    void exclude(index_t head, index_t i, const KeyTile& tile, T* scores) const {
-      detail::exclude_outside(row_interval(head, i), tile, scores);
-    }
-    KeyRange row_interval(index_t /*head*/, index_t i) const {
-      return KeyRange{0, causal_ ? std::clamp(i + causal_offset_ + 1, index_t{0}, kv_len_) : kv_len_};
+    void exclude(index_t /*head*/, index_t i, const KeyTile& tile, T* scores) const {
+      detail::exclude_outside(row_keys(causal_, kv_len_, causal_offset_, i), tile, scores);
     }
 
    private:

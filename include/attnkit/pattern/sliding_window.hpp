@@ -98,10 +98,9 @@ class SlidingWindow {
       tiles.finish();
     }
     template <class T>
-    void exclude(index_t head, index_t i, const KeyTile& tile, T* scores) const {
-      detail::exclude_outside(row_interval(head, i), tile, scores);
+    void exclude(index_t /*head*/, index_t i, const KeyTile& tile, T* scores) const {
+      detail::exclude_outside(band(i, left_, right_, kv_len_), tile, scores);
     }
-    KeyRange row_interval(index_t /*head*/, index_t i) const { return band(i, left_, right_, kv_len_); }
 
    private:
     index_t left_, right_, kv_len_, key_rows_;
