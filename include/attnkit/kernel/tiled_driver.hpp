@@ -2,6 +2,7 @@
 // The tiled online-softmax driver: executes any KeyTilePlan (SPEC.md section 1 algorithm).
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "attnkit/core/concepts.hpp"
@@ -57,11 +58,13 @@ struct QueryTileWorkspace {
         scores(attnkit::detail::thread_scratch<struct ScoreTileTag, T>(tiles.query_rows * tiles.key_rows)),
         softmax(tiles.query_rows, value_stride) {
     segments.reserve(static_cast<std::size_t>(tiles.key_rows));
+    query_rows.resize(static_cast<std::size_t>(tiles.query_rows));
   }
   T* queries;  // [query_rows x head_dim], rows past the tile zero
   T* scores;   // [query_rows x key_rows], scores then weights
   OnlineSoftmax<T> softmax;
   std::vector<KeySegment> segments;  // the key tiles sharing the current score tile
+  std::vector<index_t> query_rows;    // the query row behind each position of the tile
 };
 
 /// The row order of a plan (SPEC.md section 3's residue classes for dilated windows): query
@@ -131,17 +134,20 @@ double estimated_work(const Plan& plan, index_t h, index_t q_begin, index_t q_en
 }
 
 /// The items (heads[s] * query_tiles + t) of heads[0 .. head_count), heaviest first by
-/// `work` (indexed the same way), ties in decreasing item order: the heavy tiles (a global
-/// row's, a causal tile near the end) start early instead of keeping the team at the barrier.
+/// `work` (indexed the same way) in steps of a quarter octave, and within a step in
+/// decreasing item order: the heavy tiles (a global row's, a causal tile near the end) start
+/// early instead of keeping the team at the barrier, while tiles of similar work stay next
+/// to their neighbours (see Team::for_each_dynamic).
 inline std::vector<index_t> heaviest_first(const index_t* heads, index_t head_count, index_t query_tiles,
                                            const std::vector<double>& work) {
   std::vector<index_t> items;
   items.reserve(static_cast<std::size_t>(head_count * query_tiles));
   for (index_t s = 0; s < head_count; ++s)
     for (index_t t = 0; t < query_tiles; ++t) items.push_back(heads[s] * query_tiles + t);
+  const auto step = [&](index_t item) { return std::floor(4 * std::log2(1 + work[static_cast<std::size_t>(item)])); };
   std::sort(items.begin(), items.end(), [&](index_t x, index_t y) {
-    const double wx = work[static_cast<std::size_t>(x)], wy = work[static_cast<std::size_t>(y)];
-    return wx != wy ? wx > wy : x > y;
+    const double sx = step(x), sy = step(y);
+    return sx != sy ? sx > sy : x > y;
   });
   return items;
 }
@@ -163,7 +169,8 @@ void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileSh
   const T q_scale = call.scale * kLog2e;
   T* queries = work.queries;
   for (index_t r = 0; r < rows; ++r) {
-    const T* q = call.q.row(b, h, query_row(plan, h, q_begin + r));
+    work.query_rows[static_cast<std::size_t>(r)] = query_row(plan, h, q_begin + r);
+    const T* q = call.q.row(b, h, work.query_rows[static_cast<std::size_t>(r)]);
     for (index_t d = 0; d < head_dim; ++d) queries[r * head_dim + d] = q[d] * q_scale;
   }
   std::fill(queries + rows * head_dim, queries + padded_rows * head_dim, T(0));
@@ -216,7 +223,7 @@ void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileSh
   run_segments();
 
   for (index_t r = 0; r < rows; ++r) {
-    const index_t i = query_row(plan, h, q_begin + r);
+    const index_t i = work.query_rows[static_cast<std::size_t>(r)];
     const T lse = work.softmax.finish_row(r, call.out.row(b, h, i), call.shape.value_dim);
     if (call.lse != nullptr) *call.lse->row(b, h, i) = lse;
   }

@@ -37,6 +37,8 @@ inline int resolve_threads(int requested, double flops) {
 /// the caller's threads' work among them.
 class Team {
  public:
+  static constexpr int kDynamicRun = 4;
+
   explicit Team(bool in_own_region) : in_own_region_(in_own_region) {}
 
   /// body(i) for i in [0, count), split in equal contiguous chunks; all threads wait at the end.
@@ -52,8 +54,11 @@ class Team {
     for (index_t i = 0; i < count; ++i) body(i);
   }
 
-  /// body(i) for i in [0, count), handed out one at a time in increasing i as threads free up;
-  /// all threads wait at the end. Callers order items heaviest first.
+  /// body(i) for i in [0, count), handed out in runs of kDynamicRun consecutive items in
+  /// increasing i as threads free up; all threads wait at the end. Callers order items
+  /// heaviest first and put items sharing data next to each other: a thread then takes
+  /// neighbouring query tiles, whose key tiles overlap and are still in its cache (with runs
+  /// of one, two threads alternated tiles and each fetched every key block again).
   template <class Body>
   void for_each_dynamic(index_t count, Body&& body) {
     if (!in_own_region_) {
@@ -61,7 +66,7 @@ class Team {
       return;
     }
 #if defined(_OPENMP)
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, kDynamicRun)
 #endif
     for (index_t i = 0; i < count; ++i) body(i);
   }

@@ -49,16 +49,22 @@ class Dilated {
   index_t right() const { return right_; }
   const std::vector<index_t>& dilations() const { return *dilations_; }
 
-  /// What Mask and Plan share: radii, dilations and sequence lengths of one call.
+  /// What Mask and Plan share: radii, dilations and the residue classes of one call's query
+  /// and key rows per head (precomputed: the driver maps rows through them per row).
   struct Geometry {
+    struct HeadClasses {
+      index_t dilation;
+      detail::ResidueClasses queries, keys;
+    };
     index_t left, right, q_len, kv_len;
-    std::shared_ptr<const std::vector<index_t>> dilations;
+    std::shared_ptr<const std::vector<HeadClasses>> heads;  // one per query head, or one shared
 
-    index_t dilation(index_t head) const {
-      return (*dilations)[dilations->size() == 1 ? 0 : static_cast<std::size_t>(head)];
+    const HeadClasses& of(index_t head) const {
+      return (*heads)[heads->size() == 1 ? 0 : static_cast<std::size_t>(head)];
     }
-    detail::ResidueClasses query_classes(index_t head) const { return {q_len, dilation(head)}; }
-    detail::ResidueClasses key_classes(index_t head) const { return {kv_len, dilation(head)}; }
+    index_t dilation(index_t head) const { return of(head).dilation; }
+    const detail::ResidueClasses& query_classes(index_t head) const { return of(head).queries; }
+    const detail::ResidueClasses& key_classes(index_t head) const { return of(head).keys; }
   };
 
   class Mask {
@@ -118,7 +124,7 @@ class Dilated {
 
     template <class Visit>
     void for_each_key_tile(index_t head, index_t q_begin, index_t q_end, Visit&& visit) const {
-      const detail::ResidueClasses queries = g_.query_classes(head);
+      const detail::ResidueClasses& queries = g_.query_classes(head);
       detail::KeyTileBuilder tiles(key_rows_, visit);
       for (index_t p = q_begin; p < q_end;) {
         const index_t c = queries.place(p).residue;
@@ -139,7 +145,7 @@ class Dilated {
     /// Key positions attended by query position p: a band inside its class's key run.
     KeyRange row_keys(index_t head, index_t position) const {
       const detail::ResidueClasses::Place place = g_.query_classes(head).place(position);
-      const detail::ResidueClasses keys = g_.key_classes(head);
+      const detail::ResidueClasses& keys = g_.key_classes(head);
       const index_t offset = keys.begin(place.residue);
       const KeyRange band = SlidingWindow::band(place.index, g_.left, g_.right, keys.size(place.residue));
       return KeyRange{offset + band.begin, offset + band.end};
@@ -159,7 +165,7 @@ class Dilated {
     const Geometry g = geometry(shape);
     double pairs = 0;
     for (index_t h = 0; h < shape.q_heads; ++h) {
-      const detail::ResidueClasses queries = g.query_classes(h), keys = g.key_classes(h);
+      const detail::ResidueClasses &queries = g.query_classes(h), &keys = g.key_classes(h);
       for (index_t c = 0; c < std::min(g.dilation(h), shape.q_len); ++c) {
         pairs += SlidingWindow::band_pairs(queries.size(c), keys.size(c), left_, right_);
       }
@@ -173,7 +179,11 @@ class Dilated {
       detail::reject("Dilated: dilations.size()", dilations_->size(),
                      "must be 1 (shared) or q heads = " + std::to_string(shape.q_heads));
     }
-    return Geometry{left_, right_, shape.q_len, shape.kv_len, dilations_};
+    auto heads = std::make_shared<std::vector<Geometry::HeadClasses>>();
+    for (index_t d : *dilations_) {
+      heads->push_back({d, detail::ResidueClasses(shape.q_len, d), detail::ResidueClasses(shape.kv_len, d)});
+    }
+    return Geometry{left_, right_, shape.q_len, shape.kv_len, std::move(heads)};
   }
 
   index_t left_;
