@@ -6,13 +6,13 @@
 #include <vector>
 
 #include "attnkit/core/concepts.hpp"
+#include "attnkit/core/score_masking.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/detail/thread_scratch.hpp"
 #include "attnkit/kernel/key_value_panels.hpp"
 #include "attnkit/kernel/online_softmax.hpp"
 #include "attnkit/parallel/team.hpp"
-#include "attnkit/core/score_masking.hpp"
 #include "attnkit/simd/batch.hpp"
 #include "attnkit/simd/score_tile.hpp"
 #include "attnkit/simd/value_accumulate.hpp"
