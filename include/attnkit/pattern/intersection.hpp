@@ -21,11 +21,9 @@ struct Intersection {
   First first;
   Second second;
 
-  using FirstMask = decltype(std::declval<const First&>().mask(std::declval<const AttentionShape&>()));
-  using SecondMask = decltype(std::declval<const Second&>().mask(std::declval<const AttentionShape&>()));
-  using FirstPlan = detail::plan_type<First>;
-  using SecondPlan = decltype(detail::plan_second(std::declval<const Second&>(), std::declval<const AttentionShape&>(),
-                                                  std::declval<const TileShape&>(), std::declval<const FirstPlan&>()));
+  using Types = detail::OperandTypes<First, Second>;
+  using FirstMask = typename Types::FirstMask;
+  using SecondMask = typename Types::SecondMask;
 
   class Mask {
    public:
@@ -71,8 +69,8 @@ struct Intersection {
 
   /// Per query tile the overlaps of the two operands' key tiles; an overlap runs unmasked
   /// when both tiles do. Masking applies both operands' exclude in turn.
-  class Plan : public detail::PlanPair<FirstPlan, SecondPlan> {
-    using Base = detail::PlanPair<FirstPlan, SecondPlan>;
+  class Plan : public detail::PlanPair<typename Types::FirstPlan, typename Types::SecondPlan> {
+    using Base = detail::PlanPair<typename Types::FirstPlan, typename Types::SecondPlan>;
 
    public:
     using Base::Base;
@@ -100,9 +98,7 @@ struct Intersection {
 
   Mask mask(const AttentionShape& shape) const { return Mask(first.mask(shape), second.mask(shape)); }
   Plan plan(const AttentionShape& shape, const TileShape& tiles) const {
-    FirstPlan first_plan = first.plan(shape, tiles);
-    SecondPlan second_plan = detail::plan_second(second, shape, tiles, first_plan);
-    return Plan(std::move(first_plan), std::move(second_plan), tiles.key_rows);
+    return detail::plan_operands<Plan>(first, second, shape, tiles);
   }
   /// Exact pairs from the counting mask: O(Hq Lq) rows, each O(runs of the second operand).
   PatternCost cost(const AttentionShape& shape) const

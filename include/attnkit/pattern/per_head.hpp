@@ -32,7 +32,7 @@ class PerHead {
 
   class Mask {
    public:
-    using Choice = std::variant<decltype(std::declval<const Ps&>().mask(std::declval<const AttentionShape&>()))...>;
+    using Choice = std::variant<detail::mask_type<Ps>...>;
     explicit Mask(std::vector<Choice> masks) : masks_(std::move(masks)) {}
     int multiplicity(index_t head, index_t i, index_t j) const {
       return std::visit([&](const auto& mask) { return static_cast<int>(mask.multiplicity(head, i, j)); }, of(head));

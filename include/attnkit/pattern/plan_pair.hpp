@@ -38,6 +38,29 @@ auto plan_second(const Second& second, const AttentionShape& shape, const TileSh
   }
 }
 
+template <class P>
+using mask_type = decltype(std::declval<const P&>().mask(std::declval<const AttentionShape&>()));
+
+/// The mask and plan types of a combinator's two operands (the second planned in the
+/// first's row order).
+template <class First, class Second>
+struct OperandTypes {
+  using FirstMask = mask_type<First>;
+  using SecondMask = mask_type<Second>;
+  using FirstPlan = plan_type<First>;
+  using SecondPlan = decltype(plan_second(std::declval<const Second&>(), std::declval<const AttentionShape&>(),
+                                          std::declval<const TileShape&>(), std::declval<const FirstPlan&>()));
+};
+
+/// Plans both operands, the second in the first's row order, into a combinator's Plan
+/// (derived from PlanPair).
+template <class Plan, class First, class Second>
+Plan plan_operands(const First& first, const Second& second, const AttentionShape& shape, const TileShape& tiles) {
+  auto first_plan = first.plan(shape, tiles);
+  auto second_plan = plan_second(second, shape, tiles, first_plan);
+  return Plan(std::move(first_plan), std::move(second_plan), tiles.key_rows);
+}
+
 /// Two plans in the first one's coordinates; a ReorderingPlan and RowOrder exactly when the
 /// first is.
 template <class FirstPlan, class SecondPlan>
