@@ -144,9 +144,12 @@ inline std::vector<index_t> heaviest_first(const index_t* heads, index_t head_co
   items.reserve(static_cast<std::size_t>(head_count * query_tiles));
   for (index_t s = 0; s < head_count; ++s)
     for (index_t t = 0; t < query_tiles; ++t) items.push_back(heads[s] * query_tiles + t);
-  const auto step = [&](index_t item) { return std::floor(4 * std::log2(1 + work[static_cast<std::size_t>(item)])); };
+  std::vector<int> step(work.size());
+  for (index_t item : items) {
+    step[static_cast<std::size_t>(item)] = static_cast<int>(4 * std::log2(1 + work[static_cast<std::size_t>(item)]));
+  }
   std::sort(items.begin(), items.end(), [&](index_t x, index_t y) {
-    const double sx = step(x), sy = step(y);
+    const int sx = step[static_cast<std::size_t>(x)], sy = step[static_cast<std::size_t>(y)];
     return sx != sy ? sx > sy : x > y;
   });
   return items;
