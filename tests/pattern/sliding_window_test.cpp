@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -101,6 +103,37 @@ TEST(SlidingWindowIdentity, WideRadiusEqualsFullAttention) {
   EXPECT_TRUE(all_close(causal_window, causal, Tolerance{1e-6, 1e-5}));
 }
 
+TEST(SlidingWindowAttention, UnattendedNanValuesStayOutWhetherVIsPackedOrReadInPlace) {
+  // The driver reads V in place when Dv is whole vectors (16, 64) and packs it otherwise (5);
+  // either way value rows 40 and 150 (NaN) may reach only the rows whose window holds them.
+  const index_t n = 300, radius = 8;
+  for (index_t value_dim : {5, 16, 64})
+    for (Layout layout : {Layout::kBHLD, Layout::kBLHD}) {
+      SCOPED_TRACE(::testing::Message() << "Dv " << value_dim << (layout == Layout::kBLHD ? " BLHD" : " BHLD"));
+      const AttentionShape s{1, 2, 2, n, n, 16, value_dim};
+      Problem<float> p = make_problem<float>(s, InputSet::kNormal, 23, layout);
+      for (index_t h = 0; h < 2; ++h)
+        for (index_t poisoned : {40, 150})
+          for (index_t d = 0; d < value_dim; ++d) p.v.at(0, h, poisoned, d) = std::numeric_limits<float>::quiet_NaN();
+      Tensor<float> out(1, 2, n, value_dim, layout), ref = out;
+      attention(SlidingWindow::symmetric(radius), p.q.cview(), p.k.cview(), p.v.cview(), out.view);
+      reference::attention(SlidingWindow::symmetric(radius), p.q.cview(), p.k.cview(), p.v.cview(), ref.view);
+      const double v_max = 5.0;  // N(0,1) values
+      for (index_t h = 0; h < 2; ++h)
+        for (index_t i = 0; i < n; ++i) {
+          const bool attends_nan = std::abs(i - 40) <= radius || std::abs(i - 150) <= radius;
+          for (index_t d = 0; d < value_dim; ++d) {
+            if (attends_nan) {
+              ASSERT_TRUE(std::isnan(out.at(0, h, i, d))) << "head " << h << " row " << i;
+            } else {
+              ASSERT_NEAR(out.at(0, h, i, d), ref.at(0, h, i, d), 2e-5 * v_max + 1e-4 * std::abs(ref.at(0, h, i, d)))
+                  << "head " << h << " row " << i;
+            }
+          }
+        }
+    }
+}
+
 struct WindowCase {
   index_t left, right;
 };
@@ -123,6 +156,8 @@ TEST_P(SlidingWindowAttention, MatchesReference) {
   // Lq != Lk, Dv != D, grouped heads, [B, L, H, D] strides.
   expect_matches_reference<float>(pattern, AttentionShape{2, 4, 2, 150, 260, 32, 20}, InputSet::kNormal, 6,
                                   Layout::kBLHD);
+  expect_matches_reference<float>(pattern, AttentionShape{2, 4, 2, 150, 260, 32, 32}, InputSet::kNormal, 8,
+                                  Layout::kBLHD);  // V read in place through its strides
   expect_matches_reference<float>(pattern, AttentionShape{1, 2, 1, 260, 150, 17, 40}, InputSet::kNormal, 7);
 }
 

@@ -1,8 +1,10 @@
 // simd::transpose_rows (the K^T panel packer, with its in-register AVX-512 path) and
-// simd::all_finite against their element-wise definitions.
+// simd::all_finite and simd::copy_padded_row against their element-wise definitions.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -43,6 +45,28 @@ TEST(AllFinite, DetectsNanAndInfAnywhere) {
         std::vector<float> y = x;
         y[static_cast<std::size_t>(at)] = bad;
         EXPECT_FALSE(simd::all_finite(y.data(), n)) << "n " << n << " at " << at;
+      }
+    }
+  }
+}
+
+TEST(CopyPaddedRow, CopiesPadsWithZerosAndDetectsNanAndInfAnywhere) {
+  for (index_t n : {1, 5, 16, 37}) {
+    const index_t padded = (n + 15) / 16 * 16;
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (index_t i = 0; i < n; ++i) x[static_cast<std::size_t>(i)] = 1.5f + static_cast<float>(i);
+    alignas(64) float dst[48];
+    std::fill(std::begin(dst), std::end(dst), -1.0f);
+    EXPECT_TRUE(simd::copy_padded_row(x.data(), n, dst, padded));
+    for (index_t i = 0; i < 48; ++i) {
+      const float expected = i < n ? x[static_cast<std::size_t>(i)] : i < padded ? 0.0f : -1.0f;  // past padded untouched
+      ASSERT_EQ(dst[i], expected) << "n " << n << " at " << i;
+    }
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      for (index_t at = 0; at < n; ++at) {
+        std::vector<float> y = x;
+        y[static_cast<std::size_t>(at)] = bad;
+        EXPECT_FALSE(simd::copy_padded_row(y.data(), n, dst, padded)) << "n " << n << " at " << at;
       }
     }
   }

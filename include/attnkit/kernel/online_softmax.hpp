@@ -8,6 +8,7 @@
 
 #include "attnkit/core/index.hpp"
 #include "attnkit/detail/thread_scratch.hpp"
+#include "attnkit/kernel/key_value_panels.hpp"
 #include "attnkit/simd/row_ops.hpp"
 #include "attnkit/simd/value_accumulate.hpp"
 
@@ -59,10 +60,10 @@ class OnlineSoftmax {
   /// first key segment of the absorbed scores; later segments (`first_segment` false) add
   /// P V with a factor of exactly 1.
   template <simd::ZeroWeights kZero>
-  void accumulate(const T* weights, index_t weight_stride, const T* values, index_t padded_rows, index_t keys,
-                  index_t value_vectors, bool first_segment) {
+  void accumulate(const T* weights, index_t weight_stride, const ValueRows<T>& values, index_t padded_rows,
+                  index_t keys, index_t value_vectors, bool first_segment) {
     simd::accumulate_values<T, kZero>(acc_, value_stride_, first_segment ? rescale_ : ones_, weights, weight_stride,
-                                      values, value_stride_, padded_rows, keys, value_vectors);
+                                      values.rows, values.stride, padded_rows, keys, value_vectors);
   }
 
   /// Row r's output O~ / l (or zeros for an empty row, l = 0) into out[0, value_dim), and its

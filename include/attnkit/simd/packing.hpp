@@ -80,7 +80,7 @@ void transpose_rows(index_t rows, index_t cols, RowPointer&& row, T* dst, index_
 }
 
 /// True when x[0 .. n) holds no NaN or Inf: x - x is 0 exactly for finite x and NaN otherwise,
-/// so one vector OR of the differences' NaN masks answers for a whole row.
+/// so one NaN test of the summed differences answers for a whole row.
 template <class T>
 bool all_finite(const T* x, index_t n) {
   constexpr index_t kW = static_cast<index_t>(kWidth<T>);
@@ -92,6 +92,28 @@ bool all_finite(const T* x, index_t n) {
   }
   T tail = 0;
   for (; i < n; ++i) tail += x[i] - x[i];
+  return !xsimd::any(xsimd::isnan(sum)) && tail == tail;
+}
+
+/// dst[0 .. n) = src[0 .. n) and dst[n .. padded) = 0, in vectors (a call to memmove per
+/// short row cost as much as the copy); returns all_finite(src, n), checked on the way so the
+/// row is read once. dst aligned, padded >= n.
+template <class T>
+bool copy_padded_row(const T* src, index_t n, T* dst, index_t padded) {
+  constexpr index_t kW = static_cast<index_t>(kWidth<T>);
+  Batch<T> sum(T(0));
+  index_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    const Batch<T> v = Batch<T>::load_unaligned(src + i);
+    v.store_aligned(dst + i);
+    sum += v - v;
+  }
+  T tail = 0;
+  for (; i < n; ++i) {
+    dst[i] = src[i];
+    tail += src[i] - src[i];
+  }
+  for (; i < padded; ++i) dst[i] = T(0);
   return !xsimd::any(xsimd::isnan(sum)) && tail == tail;
 }
 

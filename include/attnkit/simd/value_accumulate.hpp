@@ -33,7 +33,7 @@ void accumulate_value_block(T* o, index_t o_stride, const T* alpha, const T* p, 
   for (index_t j = 0; j < keys; ++j) {
     Batch<T> values[kVectors];
     for (index_t c = 0; c < kVectors; ++c) {
-      values[c] = Batch<T>::load_aligned(v + j * v_stride + c * kW);
+      values[c] = Batch<T>::load_unaligned(v + j * v_stride + c * kW);
       keep_in_register(values[c]);
     }
     for (index_t r = 0; r < kR; ++r) {
@@ -56,7 +56,8 @@ void accumulate_value_block(T* o, index_t o_stride, const T* alpha, const T* p, 
 ///   o:     [rows x o_stride] accumulators, aligned, o_stride >= value_vectors * kWidth<T>
 ///   alpha: [rows] per-row rescale exp2(m_old - m_new) of the online softmax
 ///   p:     [rows x p_stride] unnormalised weights
-///   v:     [keys x v_stride] value panel, aligned rows, zero beyond the real value dim
+///   v:     [keys x v_stride] value rows (no alignment needed), value_vectors whole vectors
+///          readable per row, zero or unread beyond the real value dim
 template <class T, ZeroWeights kZero>
 void accumulate_values(T* o, index_t o_stride, const T* alpha, const T* p, index_t p_stride, const T* v,
                        index_t v_stride, index_t rows, index_t keys, index_t value_vectors) {
