@@ -155,34 +155,13 @@ inline std::vector<index_t> heaviest_first(const index_t* heads, index_t head_co
   return items;
 }
 
-/// A query tile: query positions [positions.begin, positions.end) of query head `head`.
-struct QueryTile {
-  index_t head;
-  KeyRange positions;
-};
-
-/// Asks the cache for the Q rows (to read) and output rows (to write) of `tile`, the tile this
-/// thread takes next, so that they arrive while the current tile computes: a tile's first Q
-/// loads and last output stores otherwise wait on memory (~5% of a radius-256 window call).
-template <class T, KeyTilePlan Plan>
-void prefetch_query_tile(const TiledCall<T>& call, const Plan& plan, index_t b, const QueryTile& tile) {
-  constexpr index_t kLine = 64 / static_cast<index_t>(sizeof(T));  // elements per cache line
-  for (index_t p = tile.positions.begin; p < tile.positions.end; ++p) {
-    const index_t i = query_row(plan, tile.head, p);
-    const T* q = call.q.row(b, tile.head, i);
-    for (index_t d = 0; d < call.shape.head_dim; d += kLine) __builtin_prefetch(q + d, 0, 3);
-    T* out = call.out.row(b, tile.head, i);
-    for (index_t d = 0; d < call.shape.value_dim; d += kLine) __builtin_prefetch(out + d, 1, 3);
-  }
-}
-
 /// Computes the output rows at query positions [q_begin, q_end) of query head h in batch b
 /// against the packed K/V of its kv head, visiting exactly the key tiles the plan lists.
 /// Each KeyTile lies inside one aligned panel, so its K^T columns are contiguous.
 template <class T, KeyTilePlan Plan>
 void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileShape& tiles,
                         const KeyValuePanels<T>& panels, QueryTileWorkspace<T>& work, index_t b, index_t h,
-                        index_t q_begin, index_t q_end, const QueryTile* next) {
+                        index_t q_begin, index_t q_end) {
   constexpr index_t kW = static_cast<index_t>(simd::kWidth<T>);
   constexpr T kLog2e = T(1.442695040888963407359924681001892137);
   const index_t head_dim = call.shape.head_dim;
@@ -200,7 +179,6 @@ void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileSh
   }
   std::fill(queries + rows * head_dim, queries + padded_rows * head_dim, T(0));
   work.softmax.reset(padded_rows);
-  if (next != nullptr) prefetch_query_tile(call, plan, b, *next);
 
   T* scores = work.scores;
   const index_t score_stride = tiles.key_rows;
@@ -302,15 +280,7 @@ void run_tiled(const TiledCall<T>& call, const Plan& plan, const TileShape& tile
         team.for_each_dynamic(static_cast<index_t>(items.size()), [&](index_t e) {
           const index_t item = items[static_cast<std::size_t>(e)];
           const KeyRange rows = query_range(item);
-          // The next item of the same run goes to this thread too (Team::for_each_dynamic).
-          const bool next_is_ours = (e + 1) % parallel::Team::kDynamicRun != 0 && e + 1 < static_cast<index_t>(items.size());
-          detail::QueryTile next{};
-          if (next_is_ours) {
-            const index_t next_item = items[static_cast<std::size_t>(e + 1)];
-            next = detail::QueryTile{next_item / query_tiles, query_range(next_item)};
-          }
-          detail::process_query_tile(call, plan, tiles, panels, work, b, item / query_tiles, rows.begin, rows.end,
-                                     next_is_ours ? &next : nullptr);
+          detail::process_query_tile(call, plan, tiles, panels, work, b, item / query_tiles, rows.begin, rows.end);
         });
       }
     }

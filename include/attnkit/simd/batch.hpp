@@ -6,6 +6,8 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "attnkit/core/index.hpp"
+
 namespace attnkit::simd {
 
 /// xsimd batch of the widest instruction set enabled at compile time (AVX-512 with
@@ -16,6 +18,10 @@ using Batch = xsimd::batch<T>;
 /// Lanes of Batch<T>.
 template <class T>
 inline constexpr std::size_t kWidth = Batch<T>::size;
+
+/// Vector registers a micro-kernel may fill: 32 with AVX-512 (zmm0-31), 16 with SSE/AVX.
+template <class T>
+inline constexpr index_t kVectorRegisters = sizeof(Batch<T>) == 64 ? 32 : 16;
 
 /// Keeps an already loaded batch in a register. Micro-kernels load a vector once and use it
 /// for several FMAs; GCC otherwise folds the load into every one of those FMAs as a memory

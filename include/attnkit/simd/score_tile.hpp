@@ -13,12 +13,11 @@ inline constexpr index_t kScoreVectorBlock = 4;
 
 namespace detail {
 
-/// One [kScoreRowBlock x kVectors * width] block of S: per d, kVectors key loads,
-/// kScoreRowBlock query broadcasts and kScoreRowBlock * kVectors FMAs.
-template <class T, index_t kVectors>
+/// One [kR x kVectors * width] block of S: per d, kVectors key loads, kR query broadcasts
+/// and kR * kVectors FMAs.
+template <class T, index_t kR, index_t kVectors>
 void score_block(const T* q, index_t head_dim, const T* kt, index_t panel_cols, T* s, index_t s_stride) {
   constexpr index_t kW = static_cast<index_t>(kWidth<T>);
-  constexpr index_t kR = kScoreRowBlock;
   Batch<T> acc[kR][kVectors];
   for (index_t r = 0; r < kR; ++r)
     for (index_t v = 0; v < kVectors; ++v) acc[r][v] = Batch<T>(T(0));
@@ -37,6 +36,25 @@ void score_block(const T* q, index_t head_dim, const T* kt, index_t panel_cols, 
     for (index_t v = 0; v < kVectors; ++v) acc[r][v].store_aligned(s + r * s_stride + v * kW);
 }
 
+/// The last 1 .. kScoreVectorBlock - 1 vectors of a score tile, rows [0, rows): in blocks of
+/// 2 * kScoreRowBlock rows while they last and the registers hold them (accumulators, keys
+/// and one broadcast), so a narrow block still has 8 - 24 independent FMAs per d and more
+/// FMAs per load (a 4 x 2 block left the FMA units half idle on the 32-key edge tiles of a
+/// band).
+template <class T, index_t kVectors>
+void score_tail(const T* q, index_t head_dim, const T* kt, index_t panel_cols, index_t rows, T* s, index_t s_stride) {
+  constexpr index_t kWide = 2 * kScoreRowBlock;
+  index_t r0 = 0;
+  if constexpr ((kWide + 1) * kVectors + 1 <= kVectorRegisters<T>) {
+    for (; r0 + kWide <= rows; r0 += kWide) {
+      score_block<T, kWide, kVectors>(q + r0 * head_dim, head_dim, kt, panel_cols, s + r0 * s_stride, s_stride);
+    }
+  }
+  for (; r0 < rows; r0 += kScoreRowBlock) {
+    score_block<T, kScoreRowBlock, kVectors>(q + r0 * head_dim, head_dim, kt, panel_cols, s + r0 * s_stride, s_stride);
+  }
+}
+
 }  // namespace detail
 
 /// S[r][c] = sum_d Q[r][d] * KT[d][c] for r < rows (rounded up to kScoreRowBlock) and
@@ -49,27 +67,29 @@ void score_tile(const T* q, index_t head_dim, const T* kt, index_t panel_cols, i
                 index_t s_stride) {
   constexpr index_t kW = static_cast<index_t>(kWidth<T>);
   const index_t vectors = (cols + kW - 1) / kW;
+  const index_t full_blocks = vectors / kScoreVectorBlock * kScoreVectorBlock;
   for (index_t r0 = 0; r0 < rows; r0 += kScoreRowBlock) {
     const T* q_rows = q + r0 * head_dim;
     T* s_rows = s + r0 * s_stride;
-    index_t v0 = 0;
-    for (; v0 + kScoreVectorBlock <= vectors; v0 += kScoreVectorBlock) {
-      detail::score_block<T, kScoreVectorBlock>(q_rows, head_dim, kt + v0 * kW, panel_cols, s_rows + v0 * kW, s_stride);
+    for (index_t v0 = 0; v0 < full_blocks; v0 += kScoreVectorBlock) {
+      detail::score_block<T, kScoreRowBlock, kScoreVectorBlock>(q_rows, head_dim, kt + v0 * kW, panel_cols,
+                                                                s_rows + v0 * kW, s_stride);
     }
-    // Remaining 1 .. kScoreVectorBlock - 1 vectors take the same kernel with a narrower block.
-    switch (vectors - v0) {
-      case 3:
-        detail::score_block<T, 3>(q_rows, head_dim, kt + v0 * kW, panel_cols, s_rows + v0 * kW, s_stride);
-        break;
-      case 2:
-        detail::score_block<T, 2>(q_rows, head_dim, kt + v0 * kW, panel_cols, s_rows + v0 * kW, s_stride);
-        break;
-      case 1:
-        detail::score_block<T, 1>(q_rows, head_dim, kt + v0 * kW, panel_cols, s_rows + v0 * kW, s_stride);
-        break;
-      default:
-        break;
-    }
+  }
+  const T* kt_tail = kt + full_blocks * kW;
+  T* s_tail = s + full_blocks * kW;
+  switch (vectors - full_blocks) {
+    case 3:
+      detail::score_tail<T, 3>(q, head_dim, kt_tail, panel_cols, rows, s_tail, s_stride);
+      break;
+    case 2:
+      detail::score_tail<T, 2>(q, head_dim, kt_tail, panel_cols, rows, s_tail, s_stride);
+      break;
+    case 1:
+      detail::score_tail<T, 1>(q, head_dim, kt_tail, panel_cols, rows, s_tail, s_stride);
+      break;
+    default:
+      break;
   }
 }
 
