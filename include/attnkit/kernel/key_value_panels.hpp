@@ -1,5 +1,6 @@
 #pragma once
-// KeyValuePanels<T>: K and V of one (batch, kv head), packed once for every query tile.
+// KeyValuePanels<T>: K (and V unless it is read in place) of one (batch, kv head), packed once
+// for every query tile.
 
 #include <algorithm>
 #include <atomic>
