@@ -6,15 +6,16 @@
 #include <cstdint>
 
 #include <omp.h>
-#include <xsimd/xsimd.hpp>
+
+#include "attnkit/simd/batch.hpp"
 
 namespace attnkit::bench {
 
 /// Peak fp32 FMA throughput in GFLOP/s with `threads` threads: every thread runs 16
 /// independent FMA chains on the widest xsimd batch (enough to cover FMA latency times the
-/// FMA ports of current x86 cores), best of `trials` timed runs.
+/// FMA ports of current x86 cores), best of `trials` timed runs; simd::fma, the kernels' FMA.
 inline double measure_fma_peak_gflops(int threads, int trials = 25) {
-  using Batch = xsimd::batch<float>;
+  using Batch = simd::Batch<float>;
   constexpr int kChains = 16;
   constexpr std::int64_t kSteps = 1 << 22;
   double best = 0;
@@ -27,7 +28,7 @@ inline double measure_fma_peak_gflops(int threads, int trials = 25) {
       for (int c = 0; c < kChains; ++c) acc[c] = Batch(static_cast<float>(c + omp_get_thread_num()) * 1e-3f);
       const Batch scale(0.999999f), shift(1e-7f);
       for (std::int64_t s = 0; s < kSteps; ++s) {
-        for (int c = 0; c < kChains; ++c) acc[c] = xsimd::fma(acc[c], scale, shift);
+        for (int c = 0; c < kChains; ++c) acc[c] = simd::fma(acc[c], scale, shift);
       }
       Batch total(0.0f);
       for (int c = 0; c < kChains; ++c) total += acc[c];

@@ -1,6 +1,7 @@
 // simd::score_tile (the Q K^T micro-kernel, with its wide-row tails) against its element-wise
 // definition: each score is the multiply-add chain over d in increasing order (fused where the
-// instruction set has FMA, as xsimd::fma is), so the kernel must match it bit for bit.
+// instruction set has FMA, as simd::fma is), so the kernel must match it bit for bit in every
+// build, the sanitizer one included.
 
 #include <gtest/gtest.h>
 
@@ -18,7 +19,7 @@ T multiply_add(T a, T b, T c) {
 #if defined(__FMA__)
   return std::fma(a, b, c);
 #else
-  return a * b + c;  // xsimd::fma without FMA instructions: two roundings
+  return a * b + c;  // simd::fma without FMA instructions: two roundings
 #endif
 }
 

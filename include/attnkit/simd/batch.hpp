@@ -3,8 +3,12 @@
 // Only headers under simd/ include xsimd; everything else sees these aliases and functions.
 
 #include <cstddef>
+#include <type_traits>
 
 #include <xsimd/xsimd.hpp>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "attnkit/core/index.hpp"
 
@@ -22,6 +26,20 @@ inline constexpr std::size_t kWidth = Batch<T>::size;
 /// Vector registers a micro-kernel may fill: 32 with AVX-512 (zmm0-31), 16 with SSE/AVX.
 template <class T>
 inline constexpr index_t kVectorRegisters = sizeof(Batch<T>) == 64 ? 32 : 16;
+
+/// a * b + c with one rounding wherever the instruction set has FMA. xsimd 8.1 has no AVX-512
+/// fma kernel and computes a * b + c, which becomes one instruction only when the compiler
+/// contracts it (GCC does by default at -O2/-O3, but not in the sanitizer build, whose
+/// scores then differed in the last bit); the intrinsic makes every build of one instruction
+/// set round the same way.
+template <class T>
+Batch<T> fma(const Batch<T>& a, const Batch<T>& b, const Batch<T>& c) {
+#if defined(__AVX512F__)
+  if constexpr (sizeof(Batch<T>) == 64 && std::is_same_v<T, float>) return Batch<T>(_mm512_fmadd_ps(a, b, c));
+  if constexpr (sizeof(Batch<T>) == 64 && std::is_same_v<T, double>) return Batch<T>(_mm512_fmadd_pd(a, b, c));
+#endif
+  return xsimd::fma(a, b, c);
+}
 
 /// Keeps an already loaded batch in a register. Micro-kernels load a vector once and use it
 /// for several FMAs; GCC otherwise folds the load into every one of those FMAs as a memory

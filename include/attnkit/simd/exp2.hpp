@@ -77,7 +77,7 @@ Batch<T> exp2(Batch<T> x) {
   const Batch<T> f = clamped - n;  // [-1/2, 1/2]
 
   Batch<T> poly(c[c.size() - 1]);
-  for (std::size_t k = c.size() - 1; k-- > 0;) poly = xsimd::fma(poly, f, Batch<T>(c[k]));
+  for (std::size_t k = c.size() - 1; k-- > 0;) poly = simd::fma(poly, f, Batch<T>(c[k]));
 
   // 2^n: biased exponent n + bias in the exponent field; n = -bias gives the bit pattern of +0.
   const IntBatch n_bits = xsimd::bitwise_cast<IntBatch>(shifted) -

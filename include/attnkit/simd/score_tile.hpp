@@ -29,7 +29,7 @@ void score_block(const T* q, index_t head_dim, const T* kt, index_t panel_cols, 
     }
     for (index_t r = 0; r < kR; ++r) {
       const Batch<T> query(q[r * head_dim + d]);
-      for (index_t v = 0; v < kVectors; ++v) acc[r][v] = xsimd::fma(query, keys[v], acc[r][v]);
+      for (index_t v = 0; v < kVectors; ++v) acc[r][v] = simd::fma(query, keys[v], acc[r][v]);
     }
   }
   for (index_t r = 0; r < kR; ++r)

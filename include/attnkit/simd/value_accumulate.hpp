@@ -42,7 +42,7 @@ void accumulate_value_block(T* o, index_t o_stride, const T* alpha, const T* p, 
         if (weight == T(0)) continue;
       }
       const Batch<T> w(weight);
-      for (index_t c = 0; c < kVectors; ++c) acc[r][c] = xsimd::fma(w, values[c], acc[r][c]);
+      for (index_t c = 0; c < kVectors; ++c) acc[r][c] = simd::fma(w, values[c], acc[r][c]);
     }
   }
   for (index_t r = 0; r < kR; ++r)
