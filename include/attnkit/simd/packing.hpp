@@ -96,25 +96,16 @@ bool all_finite(const T* x, index_t n) {
 }
 
 /// dst[0 .. n) = src[0 .. n) and dst[n .. padded) = 0, in vectors (a call to memmove per
-/// short row cost as much as the copy); returns all_finite(src, n), checked on the way so the
-/// row is read once. dst aligned, padded >= n.
+/// short row cost as much as the copy); returns all_finite(src, n) (the row is then in L1).
+/// dst aligned, padded >= n.
 template <class T>
 bool copy_padded_row(const T* src, index_t n, T* dst, index_t padded) {
   constexpr index_t kW = static_cast<index_t>(kWidth<T>);
-  Batch<T> sum(T(0));
   index_t i = 0;
-  for (; i + kW <= n; i += kW) {
-    const Batch<T> v = Batch<T>::load_unaligned(src + i);
-    v.store_aligned(dst + i);
-    sum += v - v;
-  }
-  T tail = 0;
-  for (; i < n; ++i) {
-    dst[i] = src[i];
-    tail += src[i] - src[i];
-  }
+  for (; i + kW <= n; i += kW) Batch<T>::load_unaligned(src + i).store_aligned(dst + i);
+  for (; i < n; ++i) dst[i] = src[i];
   for (; i < padded; ++i) dst[i] = T(0);
-  return !xsimd::any(xsimd::isnan(sum)) && tail == tail;
+  return all_finite(src, n);
 }
 
 }  // namespace attnkit::simd
