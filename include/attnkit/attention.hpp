@@ -3,10 +3,13 @@
 
 #include <type_traits>
 
+#include "attnkit/core/call.hpp"
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/options.hpp"
+#include "attnkit/core/plan_call.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/core/validate.hpp"
+#include "attnkit/kernel/execute.hpp"
 #include "attnkit/kernel/tiled_driver.hpp"
 #include "attnkit/parallel/team.hpp"
 #include "attnkit/pattern/full.hpp"
@@ -20,20 +23,23 @@ void run_attention(const P& pattern, const TensorView<const T>& q, const TensorV
                    const TensorView<const T>& v, const TensorView<T>& out, const TensorView<T>* lse,
                    const Options& options) {
   const AttentionShape shape = validate_call<T>(q, k, v, out, lse, options);
+  validate_key_lengths(KeyPaddedPattern<P>, options, shape);
   const TileShape tiles = kernel::default_tile_shape<T>();
   // Threads from the dense FLOP count, an O(1) upper bound of the work: the exact cost() of
   // a combination takes O(Hq Lq), and the bound only decides whether tiny calls stay on the
   // calling thread.
   const double dense_flops = Full{}.cost(shape).flops;
-  const kernel::TiledCall<T> call{shape,
-                                  q,
-                                  k,
-                                  v,
-                                  out,
-                                  lse,
-                                  static_cast<T>(resolve_scale(options, shape)),
-                                  parallel::resolve_threads(options.threads, dense_flops)};
-  kernel::run_tiled(call, pattern.plan(shape, tiles), tiles);
+  const AttentionCall<T> call{shape,
+                              q,
+                              k,
+                              v,
+                              out,
+                              lse,
+                              static_cast<T>(resolve_scale(options, shape)),
+                              parallel::resolve_threads(options.threads, dense_flops),
+                              &options.key_lengths};
+  // Planning validates the pattern against the call (and throws) before anything is written.
+  kernel::execute(call, plan_call(pattern, call, tiles), tiles);
 }
 
 }  // namespace detail

@@ -7,10 +7,12 @@
 // float64 reference in attnkit/reference/. docs/architecture.md maps the pieces.
 
 #include "attnkit/attention.hpp"
+#include "attnkit/core/call.hpp"
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/cost.hpp"
 #include "attnkit/core/errors.hpp"
 #include "attnkit/core/options.hpp"
+#include "attnkit/core/plan_call.hpp"
 #include "attnkit/core/rng.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
@@ -25,6 +27,7 @@
 #include "attnkit/pattern/dilated.hpp"
 #include "attnkit/pattern/global.hpp"
 #include "attnkit/pattern/intersection.hpp"
+#include "attnkit/pattern/linformer.hpp"
 #include "attnkit/pattern/per_head.hpp"
 #include "attnkit/pattern/sliding_window.hpp"
 #include "attnkit/pattern/union.hpp"

@@ -112,8 +112,8 @@ void expect_plan_matches_mask(const P& pattern, const AttentionShape& shape, con
   const auto mask = pattern.mask(shape);
   SCOPED_TRACE(::testing::Message() << "Lq " << shape.q_len << " Lk " << shape.kv_len << " tiles "
                                     << tiles.query_rows << "x" << tiles.key_rows);
-  const auto query_row = [&](index_t h, index_t p) { return kernel::detail::query_row(plan, h, p); };
-  const auto key_row = [&](index_t h, index_t p) { return kernel::detail::key_row(plan, h, p); };
+  const auto query_row = [&](index_t h, index_t p) { return attnkit::query_row(plan, h, p); };
+  const auto key_row = [&](index_t h, index_t p) { return attnkit::key_row(plan, h, p); };
   for (index_t h = 0; h < shape.q_heads; ++h) {
     std::set<index_t> query_rows, key_rows;
     for (index_t p = 0; p < shape.q_len; ++p) query_rows.insert(query_row(h, p));
@@ -129,7 +129,7 @@ void expect_plan_matches_mask(const P& pattern, const AttentionShape& shape, con
       ASSERT_LT(*key_rows.rbegin(), shape.kv_len);
     }
     for (index_t other = 0; other < shape.q_heads; ++other) {
-      if (kernel::detail::key_order(plan, other) != kernel::detail::key_order(plan, h)) continue;
+      if (attnkit::key_order(plan, other) != attnkit::key_order(plan, h)) continue;
       for (index_t p = 0; p < shape.kv_len; ++p) {
         ASSERT_EQ(key_row(other, p), key_row(h, p)) << "heads " << h << ", " << other << " share an order id";
       }

@@ -5,6 +5,7 @@
 #include <concepts>
 #include <vector>
 
+#include "attnkit/core/call.hpp"
 #include "attnkit/core/cost.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/shape.hpp"
@@ -77,17 +78,47 @@ concept ReorderingPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t
   { plan.key_order(head) } -> std::same_as<index_t>;
 };
 
+/// A plan that runs itself on the call (Linformer: project K and V, then the tiled driver on
+/// the projections; later LSH's sorted occurrences and FFT-RPE's executor). execute(call)
+/// writes out (and lse) for the call it was planned for; it may open the call's one parallel
+/// region and run kernel::TiledPass on derived inputs inside it.
+template <class Plan, class T>
+concept ExecutablePlan = requires(const Plan& plan, const AttentionCall<T>& call) { plan.execute(call); };
+
+/// What a pattern's plan may be: a KeyTilePlan for the tiled driver, or an ExecutablePlan.
+/// The front door dispatches on this (kernel/execute.hpp), never on the pattern's name.
+template <class Plan, class T>
+concept ExecutionPlan = KeyTilePlan<Plan> || ExecutablePlan<Plan, T>;
+
+/// Planning from the shapes alone (mask-like patterns: cheap and cacheable) ...
+template <class P, class T>
+concept PlansFromShape = requires(const P& pattern, const AttentionShape& shape, const TileShape& tiles) {
+  { pattern.plan(shape, tiles) } -> ExecutionPlan<T>;
+};
+/// ... or from the call's data (its views, batch and heads: Linformer's projections, LSH's
+/// buckets). A pattern offering both is planned from the call.
+template <class P, class T>
+concept PlansFromCall = requires(const P& pattern, const AttentionCall<T>& call, const TileShape& tiles) {
+  { pattern.plan(call, tiles) } -> ExecutionPlan<T>;
+};
+
 /// A pattern: a small copyable value describing which (query, key) pairs interact.
-///  - plan(shape, tiles): the execution plan for one call's shapes and the driver's tile
-///    geometry; cheap (O(n) or O(blocks)), never O(Lq * Lk).
-///  - cost(shape): attended pairs and FLOP (SPEC.md counts), for GFLOP/s, complexity fits and
-///    algorithm choice.
+///  - plan(shape, tiles) or plan(call, tiles): the execution plan for one call and the
+///    driver's tile geometry, for float and double calls; never O(Lq * Lk). Invalid
+///    parameters for the call throw attnkit::invalid_argument here, before anything is written.
+///  - cost(shape): attended pairs and FLOP (SPEC.md counts, including work beyond the
+///    softmax such as projections), for GFLOP/s, complexity fits and algorithm choice.
 template <class P>
 concept AttentionPattern = std::copyable<P> &&
-    requires(const P& pattern, const AttentionShape& shape, const TileShape& tiles) {
-      { pattern.plan(shape, tiles) } -> KeyTilePlan;
+    requires(const P& pattern, const AttentionShape& shape) {
       { pattern.cost(shape) } -> std::same_as<PatternCost>;
-    };
+    } &&
+    (PlansFromShape<P, float> || PlansFromCall<P, float>) && (PlansFromShape<P, double> || PlansFromCall<P, double>);
+
+/// A pattern that honours Options::key_lengths (declares kKeyPadding = true). Every other
+/// pattern rejects key lengths rather than silently attending padded keys.
+template <class P>
+concept KeyPaddedPattern = AttentionPattern<P> && requires { requires P::kKeyPadding; };
 
 /// A pattern whose attended multiset is a closed-form function of the shape: mask(shape)
 /// gives its AttentionMask. attnkit::reference::attention accepts exactly these.

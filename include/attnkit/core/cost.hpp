@@ -7,12 +7,18 @@ namespace attnkit {
 
 /// Attended (query, key) pairs summed over batch and query heads, and the FLOP count used for
 /// GFLOP/s: 2 * pairs * (head_dim + value_dim) for softmax kernels (QK^T and PV; exp not
-/// counted). Doubles, because pairs reach 2^40 and beyond for long multi-head calls.
-/// density is attended_pairs over all B Hq Lq Lk (query, key) pairs (0 for an empty call).
+/// counted), plus extra_flops for work beyond the softmax over attended pairs (Linformer's
+/// projections, LSH's hashing, FFTs), which `flops` includes. Doubles, because pairs reach
+/// 2^40 and beyond for long multi-head calls. density is attended_pairs over all
+/// B Hq Lq Lk (query, key) pairs (0 for an empty call).
 struct PatternCost {
   double attended_pairs = 0;
   double flops = 0;
   double density = 0;
+  double extra_flops = 0;
+
+  /// The softmax part of flops.
+  double attention_flops() const { return flops - extra_flops; }
 };
 
 /// Cost of a softmax kernel attending `pairs_per_head` (query, key) pairs in every

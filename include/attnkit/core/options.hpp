@@ -2,6 +2,9 @@
 // attnkit::Options: per-call knobs that are not part of the pattern.
 
 #include <optional>
+#include <vector>
+
+#include "attnkit/core/index.hpp"
 
 namespace attnkit {
 
@@ -15,6 +18,12 @@ struct Options {
   /// repay a thread team run on the calling thread. Results are bitwise identical for every
   /// thread count: each output row is computed by one thread in a fixed order.
   int threads = 0;
+
+  /// Key padding: empty (every key is valid), or one length per batch element, 0 <= len <= Lk;
+  /// keys j >= key_lengths[b] of batch element b are padding and never read. Only patterns
+  /// that declare KeyPaddedPattern accept it (Linformer: padded K/V rows count as zero rows
+  /// in the projection, SPEC.md section 8); others throw attnkit::invalid_argument.
+  std::vector<index_t> key_lengths = {};
 };
 
 }  // namespace attnkit

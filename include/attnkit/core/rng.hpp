@@ -2,6 +2,7 @@
 // Counter-based random numbers (SPEC.md section 0): a value depends only on its key, never on
 // call order or thread count.
 
+#include <cmath>
 #include <cstdint>
 
 #include "attnkit/core/index.hpp"
@@ -35,6 +36,17 @@ constexpr std::uint64_t mul_high(std::uint64_t a, std::uint64_t b) {
 /// most bound / 2^64, far below anything a test or a model could see.
 constexpr index_t uniform_below(std::uint64_t bits, index_t bound) {
   return static_cast<index_t>(mul_high(bits, static_cast<std::uint64_t>(bound)));
+}
+
+/// A uniform double in (0, 1) from the top 53 bits of `bits` (never 0 or 1).
+constexpr double unit_interval(std::uint64_t bits) { return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53; }
+
+/// An N(0, 1) sample keyed by (seed, layer, head, index), by Box-Muller from the stream's
+/// draws 0 and 1.
+inline double normal_from_counter(std::uint64_t seed, std::uint64_t layer, std::uint64_t head, std::uint64_t index) {
+  const double u1 = unit_interval(counter_random(seed, layer, head, index, 0));
+  const double u2 = unit_interval(counter_random(seed, layer, head, index, 1));
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586476925286766559 * u2);
 }
 
 }  // namespace attnkit

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "attnkit/core/errors.hpp"
 #include "attnkit/core/options.hpp"
@@ -92,6 +93,27 @@ AttentionShape validate_call(const TensorView<const T>& q, const TensorView<cons
     reject("options.threads", options.threads, "must be >= 0 (0 = OpenMP default)");
   }
   return shape;
+}
+
+/// Options::key_lengths: empty, or one length per batch element in [0, Lk], and only for a
+/// pattern that honours it (`accepted`: KeyPaddedPattern).
+inline void validate_key_lengths(bool accepted, const Options& options, const AttentionShape& shape) {
+  const std::vector<index_t>& lengths = options.key_lengths;
+  if (lengths.empty()) return;
+  if (!accepted) {
+    reject("options.key_lengths.size()", lengths.size(),
+           "this pattern does not take key padding (leave key_lengths empty; Linformer takes it)");
+  }
+  if (static_cast<index_t>(lengths.size()) != shape.batch) {
+    reject("options.key_lengths.size()", lengths.size(),
+           "must equal q.sizes[batch] (" + std::to_string(shape.batch) + "): one valid key length per batch element");
+  }
+  for (std::size_t b = 0; b < lengths.size(); ++b) {
+    if (lengths[b] < 0 || lengths[b] > shape.kv_len) {
+      reject("options.key_lengths[" + std::to_string(b) + "]", lengths[b],
+             "must lie in [0, k.sizes[seq]] = [0, " + std::to_string(shape.kv_len) + "]");
+    }
+  }
 }
 
 /// sigma of SPEC.md section 0: options.scale, or 1/sqrt(D).

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <vector>
 
+#include "attnkit/core/call.hpp"
 #include "attnkit/core/concepts.hpp"
+#include "attnkit/core/plan_call.hpp"
 #include "attnkit/core/score_masking.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
@@ -29,17 +31,6 @@ template <class T>
 constexpr TileShape default_tile_shape() {
   return TileShape{32, 256};
 }
-
-/// One call's arguments as the driver sees them (validated by the front door).
-template <class T>
-struct TiledCall {
-  AttentionShape shape;
-  TensorView<const T> q, k, v;
-  TensorView<T> out;
-  const TensorView<T>* lse;  // nullptr: no log-sum-exp requested
-  T scale;                   // sigma of SPEC.md section 0
-  int threads;               // resolved thread count
-};
 
 namespace detail {
 
@@ -67,35 +58,6 @@ struct QueryTileWorkspace {
   std::vector<index_t> query_rows;    // the query row behind each position of the tile
 };
 
-/// The row order of a plan (SPEC.md section 3's residue classes for dilated windows): query
-/// position p of head h reads query row query_row(plan, h, p); the identity for plans that
-/// do not reorder.
-template <KeyTilePlan Plan>
-index_t query_row(const Plan& plan, index_t h, index_t position) {
-  if constexpr (ReorderingPlan<Plan>) {
-    return plan.query_row(h, position);
-  } else {
-    return position;
-  }
-}
-template <KeyTilePlan Plan>
-index_t key_row(const Plan& plan, index_t h, index_t position) {
-  if constexpr (ReorderingPlan<Plan>) {
-    return plan.key_row(h, position);
-  } else {
-    return position;
-  }
-}
-/// Heads with equal ids share packed K/V.
-template <KeyTilePlan Plan>
-index_t key_order(const Plan& plan, index_t h) {
-  if constexpr (ReorderingPlan<Plan>) {
-    return plan.key_order(h);
-  } else {
-    return 0;
-  }
-}
-
 /// The query heads of kv head `kv_head` grouped by key order: heads[begin[o] .. begin[o + 1])
 /// share the o-th distinct order (in order of first appearance). One group for plans that do
 /// not reorder.
@@ -110,9 +72,9 @@ HeadsByKeyOrder heads_by_key_order(const Plan& plan, index_t kv_head, index_t gr
   for (index_t first = 0; first < group_size; ++first) {
     if (taken[static_cast<std::size_t>(first)]) continue;
     grouped.begin.push_back(static_cast<index_t>(grouped.heads.size()));
-    const index_t order = key_order(plan, kv_head * group_size + first);
+    const index_t order = attnkit::key_order(plan, kv_head * group_size + first);
     for (index_t g = first; g < group_size; ++g) {
-      if (!taken[static_cast<std::size_t>(g)] && key_order(plan, kv_head * group_size + g) == order) {
+      if (!taken[static_cast<std::size_t>(g)] && attnkit::key_order(plan, kv_head * group_size + g) == order) {
         taken[static_cast<std::size_t>(g)] = true;
         grouped.heads.push_back(kv_head * group_size + g);
       }
@@ -159,7 +121,7 @@ inline std::vector<index_t> heaviest_first(const index_t* heads, index_t head_co
 /// against the packed K/V of its kv head, visiting exactly the key tiles the plan lists.
 /// Each KeyTile lies inside one aligned panel, so its K^T columns are contiguous.
 template <class T, KeyTilePlan Plan>
-void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileShape& tiles,
+void process_query_tile(const AttentionCall<T>& call, const Plan& plan, const TileShape& tiles,
                         const KeyValuePanels<T>& panels, QueryTileWorkspace<T>& work, index_t b, index_t h,
                         index_t q_begin, index_t q_end) {
   constexpr index_t kW = static_cast<index_t>(simd::kWidth<T>);
@@ -173,7 +135,7 @@ void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileSh
   const T q_scale = call.scale * kLog2e;
   T* queries = work.queries;
   for (index_t r = 0; r < rows; ++r) {
-    work.query_rows[static_cast<std::size_t>(r)] = query_row(plan, h, q_begin + r);
+    work.query_rows[static_cast<std::size_t>(r)] = attnkit::query_row(plan, h, q_begin + r);
     const T* q = call.q.row(b, h, work.query_rows[static_cast<std::size_t>(r)]);
     for (index_t d = 0; d < head_dim; ++d) queries[r * head_dim + d] = q[d] * q_scale;
   }
@@ -235,56 +197,83 @@ void process_query_tile(const TiledCall<T>& call, const Plan& plan, const TileSh
 
 }  // namespace detail
 
-/// Runs a KeyTilePlan over the whole call. One parallel region: first the threads estimate
-/// the work of every (query head, query tile) from the plan (static split); then for each
+/// One pass of the tiled driver over a call: a KeyTilePlan executed by a thread team.
+/// Construct it on the calling thread (it takes the K/V panels from that thread's scratch),
+/// then every member of the team calls run(team): first the threads estimate the work of
+/// every (query head, query tile) from the plan (static split); then for each
 /// (batch, kv head) and each distinct key order of its query heads (one unless the plan
 /// reorders rows) they pack its K/V panels in that order (static split over key tiles) and
 /// take its (query head, query tile) items dynamically, heaviest first. Every output row is
 /// produced by one thread with a fixed operation order, so results do not depend on the
-/// thread count.
+/// thread count. Executable plans run a pass on derived inputs inside their own region
+/// (Linformer: after the team has projected K and V).
 /// Extra memory: one group's panels, (Lk rounded up) x (D + Dv rounded up) elements, plus per
 /// thread O(query_rows x (key_rows + D + Dv)), plus one double per (query head, query tile).
+/// The call's views and the plan must outlive the pass.
 template <class T, KeyTilePlan Plan>
-void run_tiled(const TiledCall<T>& call, const Plan& plan, const TileShape& tiles) {
-  const AttentionShape& shape = call.shape;
-  if (shape.batch == 0 || shape.q_heads == 0 || shape.q_len == 0) return;
-  // V is read in place unless the plan reorders keys or V rows need padding to whole vectors.
-  const bool values_in_place =
-      !ReorderingPlan<Plan> && shape.value_dim % static_cast<index_t>(simd::kWidth<T>) == 0;
-  KeyValuePanels<T> panels(shape, tiles, call.v, values_in_place);
-  const index_t query_tiles = attnkit::detail::ceil_div(shape.q_len, tiles.query_rows);
-  std::vector<double> tile_work(static_cast<std::size_t>(shape.q_heads * query_tiles));
-  const auto query_range = [&](index_t item) {
-    const index_t q_begin = (item % query_tiles) * tiles.query_rows;
-    return KeyRange{q_begin, std::min(q_begin + tiles.query_rows, shape.q_len)};  // query positions
-  };
+class TiledPass {
+ public:
+  TiledPass(const AttentionCall<T>& call, const Plan& plan, const TileShape& tiles)
+      : call_(call),
+        plan_(plan),
+        tiles_(tiles),
+        // V is read in place unless the plan reorders keys or V rows need padding to whole vectors.
+        panels_(call.shape, tiles, call.v,
+                !ReorderingPlan<Plan> && call.shape.value_dim % static_cast<index_t>(simd::kWidth<T>) == 0),
+        query_tiles_(attnkit::detail::ceil_div(call.shape.q_len, tiles.query_rows)),
+        tile_work_(static_cast<std::size_t>(call.shape.q_heads * query_tiles_)) {}
 
-  parallel::parallel_region(call.threads, [&](parallel::Team& team) {
-    detail::QueryTileWorkspace<T> work(shape, tiles, panels.value_stride());
-    team.for_each_static(shape.q_heads * query_tiles, [&](index_t item) {
+  void run(parallel::Team& team) {
+    const AttentionShape& shape = call_.shape;
+    if (shape.batch == 0 || shape.q_heads == 0 || shape.q_len == 0) return;
+    detail::QueryTileWorkspace<T> work(shape, tiles_, panels_.value_stride());
+    team.for_each_static(shape.q_heads * query_tiles_, [&](index_t item) {
       const KeyRange rows = query_range(item);
-      tile_work[static_cast<std::size_t>(item)] = detail::estimated_work(plan, item / query_tiles, rows.begin, rows.end);
+      tile_work_[static_cast<std::size_t>(item)] =
+          detail::estimated_work(plan_, item / query_tiles_, rows.begin, rows.end);
     });
     for (index_t group = 0; group < shape.batch * shape.kv_heads; ++group) {
       const index_t b = group / shape.kv_heads;
       const index_t kv_head = group % shape.kv_heads;
-      const detail::HeadsByKeyOrder grouped = detail::heads_by_key_order(plan, kv_head, shape.group_size());
+      const detail::HeadsByKeyOrder grouped = detail::heads_by_key_order(plan_, kv_head, shape.group_size());
       for (std::size_t order = 0; order + 1 < grouped.begin.size(); ++order) {
         const index_t* heads = grouped.heads.data() + grouped.begin[order];
         const index_t head_count = grouped.begin[order + 1] - grouped.begin[order];
-        team.for_each_static(panels.tile_count(), [&](index_t tile) {
-          panels.pack_tile(call.k, b, kv_head, tile,
-                           [&](index_t position) { return detail::key_row(plan, heads[0], position); });
+        team.for_each_static(panels_.tile_count(), [&](index_t tile) {
+          panels_.pack_tile(call_.k, b, kv_head, tile,
+                            [&](index_t position) { return attnkit::key_row(plan_, heads[0], position); });
         });
-        const std::vector<index_t> items = detail::heaviest_first(heads, head_count, query_tiles, tile_work);
+        const std::vector<index_t> items = detail::heaviest_first(heads, head_count, query_tiles_, tile_work_);
         team.for_each_dynamic(static_cast<index_t>(items.size()), [&](index_t e) {
           const index_t item = items[static_cast<std::size_t>(e)];
           const KeyRange rows = query_range(item);
-          detail::process_query_tile(call, plan, tiles, panels, work, b, item / query_tiles, rows.begin, rows.end);
+          detail::process_query_tile(call_, plan_, tiles_, panels_, work, b, item / query_tiles_, rows.begin,
+                                     rows.end);
         });
       }
     }
-  });
+  }
+
+ private:
+  /// Query positions of item (query head, query tile).
+  KeyRange query_range(index_t item) const {
+    const index_t q_begin = (item % query_tiles_) * tiles_.query_rows;
+    return KeyRange{q_begin, std::min(q_begin + tiles_.query_rows, call_.shape.q_len)};
+  }
+
+  AttentionCall<T> call_;
+  const Plan& plan_;
+  TileShape tiles_;
+  KeyValuePanels<T> panels_;
+  index_t query_tiles_;
+  std::vector<double> tile_work_;
+};
+
+/// Runs a KeyTilePlan over the whole call in one parallel region (see TiledPass).
+template <class T, KeyTilePlan Plan>
+void run_tiled(const AttentionCall<T>& call, const Plan& plan, const TileShape& tiles) {
+  TiledPass<T, Plan> pass(call, plan, tiles);
+  parallel::parallel_region(call.threads, [&](parallel::Team& team) { pass.run(team); });
 }
 
 }  // namespace attnkit::kernel

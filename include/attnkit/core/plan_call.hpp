@@ -1,0 +1,52 @@
+#pragma once
+// plan_call and the row-order adapters: how executors and tests read any plan through the
+// concepts of core/concepts.hpp.
+
+#include "attnkit/core/call.hpp"
+#include "attnkit/core/concepts.hpp"
+#include "attnkit/core/index.hpp"
+#include "attnkit/core/shape.hpp"
+
+namespace attnkit {
+
+/// The pattern's plan for `call`: plan(call, tiles) when the pattern plans from data, else
+/// plan(call.shape, tiles).
+template <class T, AttentionPattern P>
+auto plan_call(const P& pattern, const AttentionCall<T>& call, const TileShape& tiles) {
+  if constexpr (PlansFromCall<P, T>) {
+    return pattern.plan(call, tiles);
+  } else {
+    return pattern.plan(call.shape, tiles);
+  }
+}
+
+/// The row order of a plan (SPEC.md section 3's residue classes for dilated windows): query
+/// position p of head h reads query row query_row(plan, h, p); the identity for plans that
+/// do not reorder.
+template <KeyTilePlan Plan>
+index_t query_row(const Plan& plan, index_t h, index_t position) {
+  if constexpr (ReorderingPlan<Plan>) {
+    return plan.query_row(h, position);
+  } else {
+    return position;
+  }
+}
+template <KeyTilePlan Plan>
+index_t key_row(const Plan& plan, index_t h, index_t position) {
+  if constexpr (ReorderingPlan<Plan>) {
+    return plan.key_row(h, position);
+  } else {
+    return position;
+  }
+}
+/// Heads with equal ids share packed K/V.
+template <KeyTilePlan Plan>
+index_t key_order(const Plan& plan, index_t h) {
+  if constexpr (ReorderingPlan<Plan>) {
+    return plan.key_order(h);
+  } else {
+    return 0;
+  }
+}
+
+}  // namespace attnkit

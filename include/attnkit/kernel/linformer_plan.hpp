@@ -1,0 +1,55 @@
+#pragma once
+// kernel::LinformerPlan: the executable plan of attnkit::Linformer (SPEC.md section 8).
+
+#include "attnkit/core/call.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/detail/thread_scratch.hpp"
+#include "attnkit/kernel/linformer_projection.hpp"
+#include "attnkit/kernel/tiled_driver.hpp"
+#include "attnkit/parallel/team.hpp"
+#include "attnkit/pattern/full.hpp"
+
+namespace attnkit::kernel {
+
+/// Runs one Linformer call in one parallel region: the team projects K' = E K and V' = F V
+/// for every (batch, kv head) into scratch [B, Hk, kp, D] and [B, Hk, kp, Dv] (taken from the
+/// calling thread's scratch and reused across calls), then runs the tiled driver's full
+/// attention of Q over the kp projected keys. Nothing is O(Lq Lk): extra memory is
+/// B Hk kp (D + Dv) elements plus the driver's panels of kp keys.
+template <class T>
+class LinformerPlan {
+ public:
+  LinformerPlan(index_t kp, index_t n_max, ProjectionMatrices e, ProjectionMatrices f, const TileShape& tiles)
+      : kp_(kp), n_max_(n_max), e_(e), f_(f), tiles_(tiles) {}
+
+  void execute(const AttentionCall<T>& call) const {
+    const AttentionShape& shape = call.shape;
+    T* keys = attnkit::detail::thread_scratch<struct ProjectedKeysTag, T>(shape.batch * shape.kv_heads * kp_ * shape.head_dim);
+    T* values =
+        attnkit::detail::thread_scratch<struct ProjectedValuesTag, T>(shape.batch * shape.kv_heads * kp_ * shape.value_dim);
+    const TensorView<T> projected_keys = bhld(keys, shape.batch, shape.kv_heads, kp_, shape.head_dim);
+    const TensorView<T> projected_values = bhld(values, shape.batch, shape.kv_heads, kp_, shape.value_dim);
+    const SequenceProjection<T> projection(kp_, n_max_, e_, f_, call.k, call.v, projected_keys, projected_values,
+                                           [&](index_t b) { return call.valid_keys(b); });
+
+    AttentionCall<T> projected = call;  // softmax(sigma Q K'^T) V' over the kp projected keys
+    projected.shape.kv_len = kp_;
+    projected.k = projected_keys;
+    projected.v = projected_values;
+    projected.key_lengths = nullptr;
+    const Full::Plan full = Full{}.plan(projected.shape, tiles_);
+    TiledPass<T, Full::Plan> pass(projected, full, tiles_);
+    parallel::parallel_region(call.threads, [&](parallel::Team& team) {
+      team.for_each_dynamic(projection.items(), [&](index_t item) { projection.run_item(item); });
+      pass.run(team);  // for_each_dynamic ends with a barrier: every projection is written
+    });
+  }
+
+ private:
+  index_t kp_, n_max_;
+  ProjectionMatrices e_, f_;
+  TileShape tiles_;
+};
+
+}  // namespace attnkit::kernel

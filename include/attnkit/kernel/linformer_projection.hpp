@@ -1,0 +1,90 @@
+#pragma once
+// Linformer's projections along the sequence (SPEC.md section 8): K' = E[:, :Lk] K and
+// V' = F[:, :Lk] V per (batch, kv head), as independent GEMM items for a thread team.
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "attnkit/core/index.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/detail/thread_scratch.hpp"
+#include "attnkit/kernel/sequential_gemm.hpp"
+
+namespace attnkit::kernel {
+
+/// A non-owning view of Linformer's projection matrices: `heads` row-major [kp x n_max]
+/// matrices back to back (heads = 1: shared by every kv head).
+struct ProjectionMatrices {
+  const float* data = nullptr;
+  index_t heads = 1;
+
+  /// The matrix kv head h uses.
+  const float* of(index_t h, index_t kp, index_t n_max) const { return data + (heads == 1 ? 0 : h) * kp * n_max; }
+};
+
+/// out[b, h] = P_h[:, :len_b] x[b, h, :len_b] for every (batch, kv head) and both projections
+/// (keys through E, values through F), with len_b the valid keys of batch element b (padded
+/// rows are never read: projecting them as zero rows adds nothing). Items are
+/// (batch, kv head, K or V, block of kRowsPerItem projected rows); each is one GEMM written
+/// by one thread, so results do not depend on the thread count.
+template <class T>
+class SequenceProjection {
+ public:
+  /// 64 projected rows per item: enough items for two threads even for one kv head
+  /// (kp = 256: 8 items per head), while each GEMM still streams x once per 64 rows.
+  static constexpr index_t kRowsPerItem = 64;
+
+  /// keys_out [B, Hk, kp, D] and values_out [B, Hk, kp, Dv]; valid_keys(b) <= min(Lk, n_max).
+  template <class ValidKeys>
+  SequenceProjection(index_t kp, index_t n_max, ProjectionMatrices e, ProjectionMatrices f, TensorView<const T> k,
+                     TensorView<const T> v, TensorView<T> keys_out, TensorView<T> values_out, ValidKeys valid_keys)
+      : kp_(kp), n_max_(n_max), e_(e), f_(f), k_(k), v_(v), keys_out_(keys_out), values_out_(values_out) {
+    valid_.resize(static_cast<std::size_t>(k.batch()));
+    for (index_t b = 0; b < k.batch(); ++b) valid_[static_cast<std::size_t>(b)] = valid_keys(b);
+  }
+
+  index_t items() const { return k_.batch() * k_.heads() * 2 * blocks(); }
+
+  void run_item(index_t item) const {
+    const index_t block = item % blocks();
+    const bool values = (item / blocks()) % 2 == 1;
+    const index_t h = (item / (2 * blocks())) % k_.heads();
+    const index_t b = item / (2 * blocks() * k_.heads());
+    const TensorView<const T>& x = values ? v_ : k_;
+    const TensorView<T>& out = values ? values_out_ : keys_out_;
+    const float* matrix = (values ? f_ : e_).of(h, kp_, n_max_);
+    const index_t first = block * kRowsPerItem, rows = std::min(kRowsPerItem, kp_ - first);
+    const index_t depth = valid_[static_cast<std::size_t>(b)];
+    T* result = out.row(b, h, first);
+    const index_t width = x.dim(), ld = out.stride(kSeq);
+    for (index_t r = 0; r < rows; ++r) std::fill(result + r * ld, result + r * ld + width, T(0));
+    if (depth == 0) return;
+    const float* lhs = matrix + first * n_max_;
+    if constexpr (std::is_same_v<T, float>) {
+      gemm_accumulate<T>(rows, width, depth, lhs, n_max_, x.row(b, h, 0), x.stride(kSeq), result, ld);
+    } else {
+      // The float projection widened to T one column block at a time (exact), so the GEMM
+      // runs in T without a T copy of the whole matrix.
+      constexpr index_t kColumns = 1024;
+      T* widened = attnkit::detail::thread_scratch<struct WidenedProjectionTag, T>(kRowsPerItem * kColumns);
+      for (index_t c0 = 0; c0 < depth; c0 += kColumns) {
+        const index_t columns = std::min(kColumns, depth - c0);
+        for (index_t r = 0; r < rows; ++r)
+          for (index_t c = 0; c < columns; ++c) widened[r * columns + c] = static_cast<T>(lhs[r * n_max_ + c0 + c]);
+        gemm_accumulate<T>(rows, width, columns, widened, columns, x.row(b, h, c0), x.stride(kSeq), result, ld);
+      }
+    }
+  }
+
+ private:
+  index_t blocks() const { return attnkit::detail::ceil_div(kp_, kRowsPerItem); }
+
+  index_t kp_, n_max_;
+  ProjectionMatrices e_, f_;
+  TensorView<const T> k_, v_;
+  TensorView<T> keys_out_, values_out_;
+  std::vector<index_t> valid_;
+};
+
+}  // namespace attnkit::kernel
