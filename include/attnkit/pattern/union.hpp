@@ -7,6 +7,7 @@
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/cost.hpp"
 #include "attnkit/core/index.hpp"
+#include "attnkit/core/score_masking.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/detail/thread_scratch.hpp"
 #include "attnkit/pattern/key_tile_builder.hpp"
