@@ -11,7 +11,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +19,8 @@
 
 #include "attnkit/attnkit.hpp"
 #include "bench_patterns.hpp"
+#include "bench_support.hpp"
+#include "linformer_bench.hpp"
 #include "machine_roofs.hpp"
 #include "naive_attention.hpp"
 #include "report.hpp"
@@ -28,56 +29,12 @@ namespace {
 
 using attnkit::index_t;
 using attnkit::bench::BenchmarkInfo;
-
-constexpr index_t kHeads = 8;
-
-/// [H, n, D] float inputs, N(0, 1), fixed seed.
-struct Inputs {
-  Inputs(index_t n, index_t dim) : q(kHeads * n * dim), k(q.size()), v(q.size()), out(q.size()) {
-    std::mt19937 generator(42);
-    std::normal_distribution<float> normal;
-    for (auto* buffer : {&q, &k, &v})
-      for (float& x : *buffer) x = normal(generator);
-  }
-  std::vector<float> q, k, v, out;
-};
-
-std::vector<index_t> sizes(index_t first, index_t last) {
-  std::vector<index_t> result;
-  for (index_t n = first; n <= last; n *= 2) result.push_back(n);
-  return result;
-}
-
-/// FMA peak (GFLOP/s) by thread count, measured in main before any benchmark runs.
-attnkit::bench::Roofs g_roofs;
-
-/// Counters of one run: GFLOP/s, % of the FMA peak of `threads` threads (both as rates over
-/// real time), the FLOP per call and n for the complexity fit.
-void finish(benchmark::State& state, index_t n, double flops, int threads) {
-  state.SetComplexityN(n);
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  const auto peak = g_roofs.fma_peak_gflops.find(threads);
-  if (peak != g_roofs.fma_peak_gflops.end()) {
-    state.counters["%peak"] =
-        benchmark::Counter(100.0 * flops * 1e-9 / peak->second, benchmark::Counter::kIsIterationInvariantRate);
-  }
-  state.counters["flop"] = flops;
-}
-
-/// Times attnkit::attention with `pattern` at n = state.range(0) (B = 1, H = 8, D = Dv = dim).
-template <class Pattern>
-void time_pattern(benchmark::State& state, const Pattern& pattern, index_t dim, int threads) {
-  const index_t n = state.range(0);
-  Inputs in(n, dim);
-  const attnkit::Options options{.threads = threads};
-  const auto view = [&](auto& buffer) { return attnkit::bhld(buffer.data(), 1, kHeads, n, dim); };
-  for (auto _ : state) {
-    attnkit::attention(pattern, view(in.q), view(in.k), view(in.v), view(in.out), options);
-    benchmark::DoNotOptimize(in.out.data());
-  }
-  const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, dim, dim};
-  finish(state, n, pattern.cost(shape).flops, threads);
-}
+using attnkit::bench::finish;
+using attnkit::bench::Inputs;
+using attnkit::bench::kHeads;
+using attnkit::bench::register_family;
+using attnkit::bench::sizes;
+using attnkit::bench::time_pattern;
 
 /// Times planning alone (what attnkit::attention computes per call before the kernel runs).
 template <class Pattern>
@@ -89,17 +46,6 @@ void time_planning(benchmark::State& state, const Pattern& pattern) {
     benchmark::DoNotOptimize(plan);
   }
   finish(state, n, 0, 1);
-}
-
-/// A family of runs at n = first_n, 2 first_n, ..., max_n.
-template <class Body>
-void register_family(attnkit::bench::Registry& registry, const std::string& kind, index_t dim, int threads,
-                     index_t first_n, index_t max_n, Body body) {
-  const std::string name = "attnkit/" + kind + "/D:" + std::to_string(dim) + "/threads:" + std::to_string(threads);
-  auto* family = benchmark::RegisterBenchmark(name.c_str(), body);
-  for (index_t n : sizes(first_n, max_n)) family->Arg(n);
-  family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(3)->ReportAggregatesOnly();
-  registry.add(name, BenchmarkInfo{"attnkit", kind, dim, threads});
 }
 
 /// A sparse pattern of bench_patterns.hpp: attention at n = 1024 ... max_n, and planning
@@ -201,10 +147,10 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
 
   const int all_threads = omp_get_max_threads();
-  g_roofs.fma_peak_gflops[1] = attnkit::bench::measure_fma_peak_gflops(1);
-  g_roofs.fma_peak_gflops[all_threads] = attnkit::bench::measure_fma_peak_gflops(all_threads);
-  std::printf("FMA peak: %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads), %s\n", g_roofs.fma_peak_gflops[1],
-              g_roofs.fma_peak_gflops[all_threads], all_threads, attnkit::simd::arch_name());
+  attnkit::bench::g_roofs.fma_peak_gflops[1] = attnkit::bench::measure_fma_peak_gflops(1);
+  attnkit::bench::g_roofs.fma_peak_gflops[all_threads] = attnkit::bench::measure_fma_peak_gflops(all_threads);
+  std::printf("FMA peak: %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads), %s\n", attnkit::bench::g_roofs.fma_peak_gflops[1],
+              attnkit::bench::g_roofs.fma_peak_gflops[all_threads], all_threads, attnkit::simd::arch_name());
 
   // Families whose ratios the report checks run back to back (full and causal, 2 threads and
   // 1 thread), before the long naive baselines, so that drifting machine load and clocks move
@@ -226,6 +172,8 @@ int main(int argc, char** argv) {
   for (const std::string& kind : attnkit::bench::sparse_pattern_names()) {
     register_sparse(registry, kind, all_threads, sparse_max_n);
   }
+  // Linformer (issue 8), n = 1024 ... 65536, with its paired speedup over full attention.
+  attnkit::bench::register_linformer_benchmarks(registry, all_threads, sparse_max_n);
   for (const index_t dim : {index_t{64}, index_t{128}})
     for (const bool causal : {false, true}) register_naive(registry, causal, dim, all_threads, max_n);
   register_reference(registry, 64, max_n);
@@ -234,7 +182,7 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   if (!report_path.empty()) {
-    attnkit::bench::write_report(report_path, registry, reporter.runs(), g_roofs, memory_path);
+    attnkit::bench::write_report(report_path, registry, reporter.runs(), attnkit::bench::g_roofs, memory_path);
     std::printf("report written to %s\n", report_path.c_str());
   }
   return 0;

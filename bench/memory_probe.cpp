@@ -4,11 +4,14 @@
 //
 //   attnkit_memory_probe [--n=32768] [--heads=8] [--dim=64] [--pattern=full] [--append]
 //                        [--out=memory.md]
-// --pattern: full, causal, or a sparse pattern of bench_patterns.hpp; --append adds the line
-// to --out instead of replacing it (one process per pattern: the peak is per process).
+// --pattern: full, causal, linformer_kp256 (one shared E and F of 256 x n, created before the
+// baseline is read: they are the model's weights, not the call's memory), or a sparse pattern
+// of bench_patterns.hpp; --append adds the line to --out instead of replacing it (one process
+// per pattern: the peak is per process).
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -51,8 +54,12 @@ int main(int argc, char** argv) {
   std::vector<float> q(elements, 0.5f), k(elements, 0.25f), v(elements, 1.0f), o(elements, 0.0f);
   const auto view = [&](std::vector<float>& x) { return attnkit::bhld(x.data(), 1, heads, n, dim); };
   const auto run = [&](const auto& p) { attnkit::attention(p, view(q), view(k), view(v), view(o)); };
+  std::optional<attnkit::Linformer> linformer;
+  if (pattern == "linformer_kp256") linformer = attnkit::Linformer::gaussian(256, n, 1, 2020);
   const double before = status_bytes("VmRSS:");
-  if (pattern == "full" || pattern == "causal") {
+  if (linformer) {
+    run(*linformer);
+  } else if (pattern == "full" || pattern == "causal") {
     run(attnkit::Full{.causal = pattern == "causal"});
   } else {
     attnkit::bench::with_sparse_pattern(pattern, n, run);

@@ -3,9 +3,11 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
+#include "bench_patterns.hpp"
 
 #ifndef ATTNKIT_BENCH_FLAGS
 #define ATTNKIT_BENCH_FLAGS "unknown"
@@ -33,19 +36,33 @@ struct Roofs {
   std::map<int, double> fma_peak_gflops;
 };
 
-/// Families in registration order, by name.
+struct Point;
+
+/// What a report section reads: every run, the median points by family, the roofs.
+struct ReportData {
+  const std::vector<benchmark::BenchmarkReporter::Run>& runs;
+  const std::map<std::string, std::vector<Point>>& points;
+  const Roofs& roofs;
+};
+/// A kind's own section of the report (e.g. linformer_bench.hpp), written after the targets.
+using ReportSection = std::function<void(std::ostream&, const ReportData&)>;
+
+/// Families in registration order, by name, and the kinds' own report sections.
 class Registry {
  public:
   void add(const std::string& name, const BenchmarkInfo& info) {
     order_.push_back(name);
     info_[name] = info;
   }
+  void add_section(ReportSection section) { sections_.push_back(std::move(section)); }
   const std::vector<std::string>& names() const { return order_; }
   const BenchmarkInfo& info(const std::string& name) const { return info_.at(name); }
+  const std::vector<ReportSection>& sections() const { return sections_; }
 
  private:
   std::vector<std::string> order_;
   std::map<std::string, BenchmarkInfo> info_;
+  std::vector<ReportSection> sections_;
 };
 
 /// Console output as usual, plus a copy of every run for the report.
@@ -164,7 +181,10 @@ inline void write_report(const std::string& path, const Registry& registry,
   out << "\n## Results\n";
   for (const auto& name : registry.names()) {
     const BenchmarkInfo& info = registry.info(name);
-    if (info.implementation == "roof" || info.implementation == "planning" || !points.count(name)) continue;
+    if (info.implementation == "roof" || info.implementation == "planning" || info.implementation == "paired" ||
+        !points.count(name)) {
+      continue;
+    }
     const double peak = roofs.fma_peak_gflops.count(info.threads) ? roofs.fma_peak_gflops.at(info.threads) : 0;
     out << "\n### " << name << "\n\n| n | time (ms) | GFLOP/s | % of FMA peak | speedup over naive Eigen |\n"
         << "|---|---|---|---|---|\n";
@@ -206,8 +226,9 @@ inline void write_report(const std::string& path, const Registry& registry,
   const Point* full_16k = detail::find_point(points, detail::family_name("attnkit", "full_sparse_baseline", 64, all), 16384);
   for (const auto& name : registry.names()) {
     const BenchmarkInfo& info = registry.info(name);
-    if (info.implementation != "attnkit" || info.kind == "full" || info.kind == "causal" ||
-        info.kind == "full_sparse_baseline" || info.threads != all) {
+    const auto& sparse_kinds = sparse_pattern_names();
+    if (info.implementation != "attnkit" || info.threads != all ||
+        std::find(sparse_kinds.begin(), sparse_kinds.end(), info.kind) == sparse_kinds.end()) {
       continue;
     }
     const Point* sparse = detail::find_point(points, name, 16384);
@@ -231,6 +252,8 @@ inline void write_report(const std::string& path, const Registry& registry,
     out << "| dilated_r256_d4 time / window_r256 time, n=16384 | " << fixed(ratio, 2) << "x | <= 1.20x | "
         << (ratio <= 1.2 ? "yes" : "NO") << " |\n";
   }
+
+  for (const ReportSection& section : registry.sections()) section(out, ReportData{runs, points, roofs});
 
   if (!memory_path.empty()) {
     std::ifstream memory(memory_path);

@@ -1,0 +1,76 @@
+#pragma once
+// What every benchmark family of attnkit_bench shares: inputs, counters, registration.
+
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attnkit/attnkit.hpp"
+#include "report.hpp"
+
+namespace attnkit::bench {
+
+inline constexpr index_t kHeads = 8;
+
+/// [H, n, D] float inputs, N(0, 1), fixed seed.
+struct Inputs {
+  Inputs(index_t n, index_t dim) : q(static_cast<std::size_t>(kHeads * n * dim)), k(q.size()), v(q.size()), out(q.size()) {
+    std::mt19937 generator(42);
+    std::normal_distribution<float> normal;
+    for (auto* buffer : {&q, &k, &v})
+      for (float& x : *buffer) x = normal(generator);
+  }
+  std::vector<float> q, k, v, out;
+};
+
+inline std::vector<index_t> sizes(index_t first, index_t last) {
+  std::vector<index_t> result;
+  for (index_t n = first; n <= last; n *= 2) result.push_back(n);
+  return result;
+}
+
+/// FMA peak (GFLOP/s) by thread count, measured in main before any benchmark runs.
+inline Roofs g_roofs;
+
+/// Counters of one run: GFLOP/s, % of the FMA peak of `threads` threads (both as rates over
+/// real time), the FLOP per call and n for the complexity fit.
+inline void finish(benchmark::State& state, index_t n, double flops, int threads) {
+  state.SetComplexityN(n);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  const auto peak = g_roofs.fma_peak_gflops.find(threads);
+  if (peak != g_roofs.fma_peak_gflops.end()) {
+    state.counters["%peak"] =
+        benchmark::Counter(100.0 * flops * 1e-9 / peak->second, benchmark::Counter::kIsIterationInvariantRate);
+  }
+  state.counters["flop"] = flops;
+}
+
+/// Times attnkit::attention with `pattern` at n = state.range(0) (B = 1, H = 8, D = Dv = dim).
+template <class Pattern>
+void time_pattern(benchmark::State& state, const Pattern& pattern, index_t dim, int threads) {
+  const index_t n = state.range(0);
+  Inputs in(n, dim);
+  const Options options{.threads = threads};
+  const auto view = [&](auto& buffer) { return bhld(buffer.data(), 1, kHeads, n, dim); };
+  for (auto _ : state) {
+    attention(pattern, view(in.q), view(in.k), view(in.v), view(in.out), options);
+    benchmark::DoNotOptimize(in.out.data());
+  }
+  const AttentionShape shape{1, kHeads, kHeads, n, n, dim, dim};
+  finish(state, n, pattern.cost(shape).flops, threads);
+}
+
+/// A family of runs at n = first_n, 2 first_n, ..., max_n (median of 3 repetitions).
+template <class Body>
+void register_family(Registry& registry, const std::string& kind, index_t dim, int threads, index_t first_n,
+                     index_t max_n, Body body, const std::string& implementation = "attnkit") {
+  const std::string name = implementation + "/" + kind + "/D:" + std::to_string(dim) + "/threads:" + std::to_string(threads);
+  auto* family = benchmark::RegisterBenchmark(name.c_str(), body);
+  for (index_t n : sizes(first_n, max_n)) family->Arg(n);
+  family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(3)->ReportAggregatesOnly();
+  registry.add(name, BenchmarkInfo{implementation, kind, dim, threads});
+}
+
+}  // namespace attnkit::bench
