@@ -4,7 +4,8 @@
 //   attnkit::attention(attnkit::Full{.causal = true}, q, k, v, out);
 //
 // Patterns live in attnkit/pattern/, the kernels that run them in attnkit/kernel/, and the
-// float64 reference in attnkit/reference/. docs/architecture.md maps the pieces.
+// float64 references in attnkit/reference/. docs/architecture.md maps the pieces; the
+// "SPEC.md section N" that comments cite is docs/SPEC.md.
 
 #include "attnkit/attention.hpp"
 #include "attnkit/core/call.hpp"

@@ -72,8 +72,11 @@ class Linformer {
     });
   }
   /// `heads` matrices [kp x n_max] initialised as fairseq's Linformer initialises its
-  /// compress_k / compress_v layers (nn.Linear(n_max, kp) with nn.init.xavier_uniform_ and
-  /// gain 1/sqrt(2)): uniform on [-a, a], a = sqrt(3 / (n_max + kp)).
+  /// projections (examples/linformer, multihead_linear_attention.py: compress_k and
+  /// compress_v are nn.Linear(max_seq_len, kp) weights given nn.init.xavier_uniform_ with gain
+  /// 1/sqrt(2)): uniform on [-a, a], a = gain sqrt(6 / (n_max + kp)) = sqrt(3 / (n_max + kp)).
+  /// (fairseq projects the layer input before its K/V projections; without biases the two
+  /// orders give the same K' and V'.)
   static std::vector<float> xavier_uniform_projection(index_t kp, index_t n_max, index_t heads, std::uint64_t seed,
                                                       std::uint64_t stream = 0) {
     const double a = std::sqrt(3.0 / static_cast<double>(std::max<index_t>(kp + n_max, 1)));
