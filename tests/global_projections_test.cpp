@@ -57,6 +57,26 @@ TEST(GlobalProjections, SameProjectionsEqualThePlainCall) {
   EXPECT_TRUE(all_close(projected, plain, Tolerance{1e-6, 1e-5}));
 }
 
+/// Both passes run in one region on the same team: the result does not depend on its size.
+TEST(GlobalProjections, BitwiseIdenticalAcrossThreadCounts) {
+  const AttentionShape s{2, 4, 2, 700, 700, 32, 32};
+  const Union longformer{Dilated::symmetric(64, {1, 2, 1, 2}), Global({0, 333, 699})};
+  const Problem<float> local = make_problem<float>(s, InputSet::kNormal, 96);
+  const Problem<float> global = make_problem<float>(s, InputSet::kNormal, 97);
+  const GlobalProjections<float> projections{global.q.cview(), global.k.cview(), global.v.cview()};
+  Tensor<float> one(2, 4, 700, 32, Layout::kBHLD), two = one, three = one;
+  Tensor<float> lse_one(2, 4, 700, 1, Layout::kBHLD), lse_two = lse_one;
+  attention(longformer, local.q.cview(), local.k.cview(), local.v.cview(), projections, one.view, lse_one.view,
+            Options{.threads = 1});
+  attention(longformer, local.q.cview(), local.k.cview(), local.v.cview(), projections, two.view, lse_two.view,
+            Options{.threads = 2});
+  attention(longformer, local.q.cview(), local.k.cview(), local.v.cview(), projections, three.view,
+            Options{.threads = 3});
+  EXPECT_EQ(one.data, two.data);
+  EXPECT_EQ(one.data, three.data);
+  EXPECT_EQ(lse_one.data, lse_two.data);
+}
+
 TEST(GlobalProjections, MismatchedShapesAreRejectedBeforeWriting) {
   const AttentionShape s{1, 2, 1, 50, 50, 16, 16};
   const Global globals({0});

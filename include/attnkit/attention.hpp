@@ -18,6 +18,24 @@ namespace attnkit {
 
 namespace detail {
 
+/// The AttentionCall of validated views: sigma resolved, and threads from the dense FLOP
+/// count, an O(1) upper bound of the work (the exact cost() of a combination takes O(Hq Lq),
+/// and the bound only decides whether tiny calls stay on the calling thread).
+template <class T>
+AttentionCall<T> make_call(const AttentionShape& shape, const TensorView<const T>& q, const TensorView<const T>& k,
+                           const TensorView<const T>& v, const TensorView<T>& out, const TensorView<T>* lse,
+                           const Options& options) {
+  return AttentionCall<T>{shape,
+                          q,
+                          k,
+                          v,
+                          out,
+                          lse,
+                          static_cast<T>(resolve_scale(options, shape)),
+                          parallel::resolve_threads(options.threads, Full{}.cost(shape).flops),
+                          &options.key_lengths};
+}
+
 template <class T, AttentionPattern P>
 void run_attention(const P& pattern, const TensorView<const T>& q, const TensorView<const T>& k,
                    const TensorView<const T>& v, const TensorView<T>& out, const TensorView<T>* lse,
@@ -25,19 +43,7 @@ void run_attention(const P& pattern, const TensorView<const T>& q, const TensorV
   const AttentionShape shape = validate_call<T>(q, k, v, out, lse, options);
   validate_key_lengths(KeyPaddedPattern<P>, options, shape);
   const TileShape tiles = kernel::default_tile_shape<T>();
-  // Threads from the dense FLOP count, an O(1) upper bound of the work: the exact cost() of
-  // a combination takes O(Hq Lq), and the bound only decides whether tiny calls stay on the
-  // calling thread.
-  const double dense_flops = Full{}.cost(shape).flops;
-  const AttentionCall<T> call{shape,
-                              q,
-                              k,
-                              v,
-                              out,
-                              lse,
-                              static_cast<T>(resolve_scale(options, shape)),
-                              parallel::resolve_threads(options.threads, dense_flops),
-                              &options.key_lengths};
+  const AttentionCall<T> call = make_call<T>(shape, q, k, v, out, lse, options);
   // Planning validates the pattern against the call (and throws) before anything is written.
   kernel::execute(call, plan_call(pattern, call, tiles), tiles);
 }

@@ -2,16 +2,20 @@
 // attnkit::attention with Longformer's separate global projections Qg, Kg, Vg (SPEC.md
 // section 4): the global rows attend every key through their own projections.
 
-#include <string>
+#include <algorithm>
+#include <optional>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "attnkit/attention.hpp"
+#include "attnkit/core/call.hpp"
 #include "attnkit/core/concepts.hpp"
-#include "attnkit/core/errors.hpp"
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/core/validate.hpp"
+#include "attnkit/kernel/tiled_driver.hpp"
+#include "attnkit/parallel/team.hpp"
 #include "attnkit/pattern/full.hpp"
 
 namespace attnkit {
@@ -24,66 +28,78 @@ struct GlobalProjections {
 
 namespace detail {
 
+/// dst [B, H, g, C] (contiguous) = rows `tokens` of src [B, H, L, C].
 template <class T>
-void require_same_sizes(const char* name, const TensorView<const T>& global, const char* local_name,
-                        const TensorView<const T>& local) {
-  for (int axis = 0; axis < 4; ++axis) {
-    if (global.size(axis) != local.size(axis)) {
-      reject(std::string(name) + ".sizes[" + axis_name(axis) + "]", global.size(axis),
-             "must equal " + std::string(local_name) + ".sizes[" + axis_name(axis) + "] = " +
-                 std::to_string(local.size(axis)));
-    }
-  }
+void gather_rows(const TensorView<const T>& src, const std::vector<index_t>& tokens, std::vector<T>& dst) {
+  const index_t width = src.dim();
+  T* next = dst.data();
+  for (index_t b = 0; b < src.batch(); ++b)
+    for (index_t h = 0; h < src.heads(); ++h)
+      for (index_t token : tokens) next = std::copy(src.row(b, h, token), src.row(b, h, token) + width, next);
 }
 
-/// Copies rows `tokens` of src [B, H, L, C] into dst [B, H, g, C] (contiguous), or back when
-/// `to_rows` is true.
-template <class T, class U>
-void move_rows(const TensorView<U>& rows, const std::vector<index_t>& tokens, std::vector<T>& packed, bool to_rows) {
-  const index_t g = static_cast<index_t>(tokens.size()), width = rows.dim();
-  std::size_t e = 0;
-  for (index_t b = 0; b < rows.batch(); ++b)
-    for (index_t h = 0; h < rows.heads(); ++h)
-      for (index_t t = 0; t < g; ++t, e += static_cast<std::size_t>(width)) {
-        auto* row = rows.row(b, h, tokens[static_cast<std::size_t>(t)]);
-        if constexpr (!std::is_const_v<U>) {
-          if (to_rows) {
-            std::copy(packed.data() + e, packed.data() + e + width, row);
-            continue;
-          }
-        }
-        std::copy(row, row + width, packed.data() + e);
+/// Rows `tokens` of dst [B, H, L, C] = src [B, H, g, C] (contiguous): the inverse of gather_rows.
+template <class T>
+void scatter_rows(const std::vector<T>& src, const std::vector<index_t>& tokens, const TensorView<T>& dst) {
+  const index_t width = dst.dim();
+  const T* next = src.data();
+  for (index_t b = 0; b < dst.batch(); ++b)
+    for (index_t h = 0; h < dst.heads(); ++h)
+      for (index_t token : tokens) {
+        std::copy(next, next + width, dst.row(b, h, token));
+        next += width;
       }
 }
 
+/// Two tiled passes in one parallel region: every row through the pattern's plan with q, k,
+/// v, then the gathered global rows of Qg through full attention over Kg, Vg, whose outputs
+/// (and lse) replace those rows'. The passes take the same per-thread scratch, so each is
+/// built by one thread (Team::single) once the previous one is done.
 template <class T, AttentionPattern P>
+  requires KeyTilePlan<decltype(std::declval<const P&>().plan(AttentionShape{}, TileShape{}))>
 void run_with_global_projections(const P& pattern, const TensorView<const T>& q, const TensorView<const T>& k,
                                  const TensorView<const T>& v, const GlobalProjections<T>& global,
                                  const TensorView<T>& out, const TensorView<T>* lse, const Options& options) {
-  // Everything is validated before anything is written.
+  // Everything is validated, and planned, before anything is written.
   const AttentionShape shape = validate_call<T>(q, k, v, out, lse, options);
   require_same_sizes("global.q", global.q, "q", q);
   require_same_sizes("global.k", global.k, "k", k);
   require_same_sizes("global.v", global.v, "v", v);
   validate_call<T>(global.q, global.k, global.v, out, lse, options);
-  (void)pattern.cost(shape);  // the pattern's own checks (token range)
+  validate_key_lengths(false, options, shape);
+  const TileShape tiles = kernel::default_tile_shape<T>();
+  const AttentionCall<T> call = make_call<T>(shape, q, k, v, out, lse, options);
+  const auto local_plan = pattern.plan(shape, tiles);
 
-  // Pass 1: every row with the local projections (global rows are recomputed in pass 2).
-  run_attention<T>(pattern, q, k, v, out, lse, options);
-  // Pass 2: the global rows attend every key through Qg, Kg, Vg.
   const std::vector<index_t>& tokens = pattern.global_tokens();
   const index_t g = static_cast<index_t>(tokens.size());
-  if (g == 0) return;
   std::vector<T> queries(static_cast<std::size_t>(shape.batch * shape.q_heads * g * shape.head_dim));
   std::vector<T> outputs(static_cast<std::size_t>(shape.batch * shape.q_heads * g * shape.value_dim));
   std::vector<T> lses(static_cast<std::size_t>(shape.batch * shape.q_heads * g));
-  move_rows(global.q, tokens, queries, false);
-  const TensorView<T> lse_rows = bhld(lses.data(), shape.batch, shape.q_heads, g, 1);
-  run_attention<T>(Full{}, bhld(static_cast<const T*>(queries.data()), shape.batch, shape.q_heads, g, shape.head_dim),
-                   global.k, global.v, bhld(outputs.data(), shape.batch, shape.q_heads, g, shape.value_dim),
-                   lse != nullptr ? &lse_rows : nullptr, options);
-  move_rows(out, tokens, outputs, true);
-  if (lse != nullptr) move_rows(*lse, tokens, lses, true);
+  gather_rows(global.q, tokens, queries);
+  const TensorView<T> global_lse = bhld(lses.data(), shape.batch, shape.q_heads, g, 1);
+  AttentionCall<T> global_call = call;
+  global_call.shape.q_len = g;
+  global_call.q = bhld(static_cast<const T*>(queries.data()), shape.batch, shape.q_heads, g, shape.head_dim);
+  global_call.k = global.k;
+  global_call.v = global.v;
+  global_call.out = bhld(outputs.data(), shape.batch, shape.q_heads, g, shape.value_dim);
+  global_call.lse = lse != nullptr ? &global_lse : nullptr;
+  const Full::Plan global_plan = Full{}.plan(global_call.shape, tiles);
+
+  std::optional<kernel::TiledPass<T, std::remove_cvref_t<decltype(local_plan)>>> local_pass;
+  std::optional<kernel::TiledPass<T, Full::Plan>> global_pass;
+  parallel::parallel_region(call.threads, [&](parallel::Team& team) {
+    team.single([&] { local_pass.emplace(call, local_plan, tiles); });
+    local_pass->run(team);
+    team.single([&] {
+      local_pass.reset();
+      global_pass.emplace(global_call, global_plan, tiles);
+    });
+    global_pass->run(team);
+  });
+  scatter_rows(outputs, tokens, out);
+  if (lse != nullptr) scatter_rows(lses, tokens, *lse);
 }
 
 }  // namespace detail
@@ -92,7 +108,8 @@ void run_with_global_projections(const P& pattern, const TensorView<const T>& q,
 /// pattern's global tokens G get o_i = softmax_j(sigma <qg_i, kg_j>) vg_j over all keys j;
 /// every other row follows the pattern with q, k, v (global keys included, read from k and v).
 /// global.q, global.k and global.v have the shapes of q, k and v. Costs one extra full pass
-/// over the g global rows (2 g Lk (D + Dv) FLOP per head); otherwise as attnkit::attention.
+/// over the g global rows (2 g Lk (D + Dv) FLOP per head), in the same parallel region;
+/// otherwise as attnkit::attention.
 template <AttentionPattern P, KernelScalar T>
   requires WithGlobalTokens<P>
 void attention(const P& pattern, std::type_identity_t<TensorView<const T>> q,

@@ -54,6 +54,21 @@ class Team {
     for (index_t i = 0; i < count; ++i) body(i);
   }
 
+  /// body() on one thread of the team while the others wait; all threads wait at the end.
+  /// For state shared by the team that one thread must build between two loops (the next
+  /// TiledPass of a call that runs several passes in one region).
+  template <class Body>
+  void single(Body&& body) {
+    if (!in_own_region_) {
+      body();
+      return;
+    }
+#if defined(_OPENMP)
+#pragma omp single
+#endif
+    body();
+  }
+
   /// body(i) for i in [0, count), handed out in runs of kDynamicRun consecutive items in
   /// increasing i as threads free up; all threads wait at the end. Callers order items
   /// heaviest first and put items sharing data next to each other: a thread then takes
