@@ -102,6 +102,38 @@ concept PlansFromCall = requires(const P& pattern, const AttentionCall<T>& call,
   { pattern.plan(call, tiles) } -> ExecutionPlan<T>;
 };
 
+/// A ReorderingPlan whose positions are not the call's rows one to one (LSH: the R n sorted
+/// occurrences of every row, padded to whole chunks): query_positions() and key_positions()
+/// are the extents the driver iterates (Lq and Lk for other plans), and query_row / key_row
+/// map positions onto rows many-to-one (each must return a valid row, also for padding
+/// positions, which the plan then excludes).
+template <class Plan>
+concept PositionedPlan = ReorderingPlan<Plan> && requires(const Plan& plan) {
+  { plan.query_positions() } -> std::same_as<index_t>;
+  { plan.key_positions() } -> std::same_as<index_t>;
+};
+
+/// A KeyTilePlan that adds a finite bias to some scores (LSH's self penalty): on every tile
+/// that needs a mask, after exclude(), add_bias(head, position, tile, scores, unit) adds
+/// unit * bias to scores[c] for key tile.begin + c (unit converts natural-log logits to the
+/// driver's base-2 scores). A bias is not an exclusion: combinators, which merge tiles by
+/// -inf selection, refuse operands that carry one.
+template <class Plan>
+concept BiasedPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t head, index_t position,
+                                                   const KeyTile& tile, float* scores, float unit) {
+  plan.add_bias(head, position, tile, scores, unit);
+};
+
+/// A KeyTilePlan that sends each query position's result somewhere other than the output
+/// row of query_row (LSH: per-occurrence scratch, merged per row by kernel/lse_merge.hpp):
+/// result_row(b, h, position) -> T* of Dv elements and result_lse(b, h, position) -> T*
+/// (always written, natural log).
+template <class Plan, class T>
+concept SinkingPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t b, index_t h, index_t position) {
+  { plan.result_row(b, h, position) } -> std::same_as<T*>;
+  { plan.result_lse(b, h, position) } -> std::same_as<T*>;
+};
+
 /// A pattern: a small copyable value describing which (query, key) pairs interact.
 ///  - plan(shape, tiles) or plan(call, tiles): the execution plan for one call and the
 ///    driver's tile geometry, for float and double calls; never O(Lq * Lk). Invalid

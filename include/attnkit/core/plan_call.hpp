@@ -39,6 +39,23 @@ index_t key_row(const Plan& plan, index_t h, index_t position) {
     return position;
   }
 }
+/// Query and key positions a plan iterates: the call's Lq and Lk unless it is a PositionedPlan.
+template <KeyTilePlan Plan>
+index_t query_positions(const Plan& plan, const AttentionShape& shape) {
+  if constexpr (PositionedPlan<Plan>) {
+    return plan.query_positions();
+  } else {
+    return shape.q_len;
+  }
+}
+template <KeyTilePlan Plan>
+index_t key_positions(const Plan& plan, const AttentionShape& shape) {
+  if constexpr (PositionedPlan<Plan>) {
+    return plan.key_positions();
+  } else {
+    return shape.kv_len;
+  }
+}
 /// Heads with equal ids share packed K/V.
 template <KeyTilePlan Plan>
 index_t key_order(const Plan& plan, index_t h) {

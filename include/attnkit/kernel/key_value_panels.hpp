@@ -40,13 +40,16 @@ struct ValueRows {
 template <class T>
 class KeyValuePanels {
  public:
+  /// key_positions: the keys the plan iterates (Lk, or a PositionedPlan's extent); V is read
+  /// in place only when they are the rows themselves.
   KeyValuePanels(const AttentionShape& shape, const TileShape& tiles, const TensorView<const T>& v,
-                 bool values_in_place)
+                 bool values_in_place, index_t key_positions)
       : v_(v),
         values_in_place_(values_in_place),
         head_dim_(shape.head_dim),
         key_rows_(tiles.key_rows),
-        tile_count_(detail::ceil_div(shape.kv_len, tiles.key_rows)),
+        key_positions_(key_positions),
+        tile_count_(detail::ceil_div(key_positions, tiles.key_rows)),
         value_stride_(detail::round_up(shape.value_dim, static_cast<index_t>(simd::kWidth<T>))),
         keys_size_(tile_count_ * key_rows_ * head_dim_ + static_cast<index_t>(simd::kWidth<T>)),
         keys_(detail::thread_scratch<struct KeyPanelsTag, T>(keys_size_)),
@@ -70,7 +73,7 @@ class KeyValuePanels {
     if (state == kUnchecked) {  // in place only; threads asking together store the same answer
       const index_t first = tile * key_rows_;
       bool finite = true;
-      for (index_t j = first; j < std::min(first + key_rows_, v_.seq()) && finite; ++j) {
+      for (index_t j = first; j < std::min(first + key_rows_, key_positions_) && finite; ++j) {
         finite = simd::all_finite(v_.row(b, h, j), v_.dim());
       }
       state = finite ? kFinite : kNonfinite;
@@ -81,12 +84,13 @@ class KeyValuePanels {
 
   /// Packs key tile `tile` of (batch b, kv head h), padding included (zeros), so nothing read
   /// later is uninitialised: key position p holds K/V row key_row(p) (a permutation of the
-  /// rows, e.g. a dilated window's residue classes; the identity when V is read in place).
+  /// rows, e.g. a dilated window's residue classes, or a many-to-one map of a PositionedPlan;
+  /// the identity when V is read in place).
   /// Tiles are independent: threads may pack different tiles concurrently.
   template <class KeyRow>
   void pack_tile(const TensorView<const T>& k, index_t b, index_t h, index_t tile, KeyRow&& key_row) {
     const index_t first = tile * key_rows_;
-    const index_t count = std::min(key_rows_, k.seq() - first);
+    const index_t count = std::min(key_rows_, key_positions_ - first);
     T* panel = keys_ + tile * key_rows_ * head_dim_;
     simd::transpose_rows(count, head_dim_, [&](index_t c) { return k.row(b, h, key_row(first + c)); }, panel, key_rows_);
     if (count < key_rows_) {  // the last tile: zero columns past kv_len
@@ -114,6 +118,7 @@ class KeyValuePanels {
   bool values_in_place_;
   index_t head_dim_;
   index_t key_rows_;
+  index_t key_positions_;
   index_t tile_count_;
   index_t value_stride_;
   index_t keys_size_;

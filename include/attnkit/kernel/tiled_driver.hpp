@@ -159,7 +159,10 @@ void process_query_tile(const AttentionCall<T>& call, const Plan& plan, const Ti
                        tiles.key_rows, padded_rows, keys, scores + segment.column, score_stride);
       for (index_t r = 0; r < rows; ++r) {
         T* row = scores + r * score_stride + segment.column;
-        if (tile.needs_mask) plan.exclude(h, q_begin + r, tile, row);
+        if (tile.needs_mask) {
+          plan.exclude(h, q_begin + r, tile, row);
+          if constexpr (BiasedPlan<Plan>) plan.add_bias(h, q_begin + r, tile, row, kLog2e);
+        }
         std::fill(row + keys, row + attnkit::detail::round_up(keys, kW), attnkit::detail::kExcludedScore<T>);
       }
     }
@@ -189,9 +192,13 @@ void process_query_tile(const AttentionCall<T>& call, const Plan& plan, const Ti
   run_segments();
 
   for (index_t r = 0; r < rows; ++r) {
-    const index_t i = work.query_rows[static_cast<std::size_t>(r)];
-    const T lse = work.softmax.finish_row(r, call.out.row(b, h, i), call.shape.value_dim);
-    if (call.lse != nullptr) *call.lse->row(b, h, i) = lse;
+    if constexpr (SinkingPlan<Plan, T>) {
+      *plan.result_lse(b, h, q_begin + r) = work.softmax.finish_row(r, plan.result_row(b, h, q_begin + r), call.shape.value_dim);
+    } else {
+      const index_t i = work.query_rows[static_cast<std::size_t>(r)];
+      const T lse = work.softmax.finish_row(r, call.out.row(b, h, i), call.shape.value_dim);
+      if (call.lse != nullptr) *call.lse->row(b, h, i) = lse;
+    }
   }
 }
 
@@ -217,15 +224,17 @@ class TiledPass {
       : call_(call),
         plan_(plan),
         tiles_(tiles),
+        query_positions_(attnkit::query_positions(plan, call.shape)),
         // V is read in place unless the plan reorders keys or V rows need padding to whole vectors.
         panels_(call.shape, tiles, call.v,
-                !ReorderingPlan<Plan> && call.shape.value_dim % static_cast<index_t>(simd::kWidth<T>) == 0),
-        query_tiles_(attnkit::detail::ceil_div(call.shape.q_len, tiles.query_rows)),
+                !ReorderingPlan<Plan> && call.shape.value_dim % static_cast<index_t>(simd::kWidth<T>) == 0,
+                attnkit::key_positions(plan, call.shape)),
+        query_tiles_(attnkit::detail::ceil_div(query_positions_, tiles.query_rows)),
         tile_work_(static_cast<std::size_t>(call.shape.q_heads * query_tiles_)) {}
 
   void run(parallel::Team& team) {
     const AttentionShape& shape = call_.shape;
-    if (shape.batch == 0 || shape.q_heads == 0 || shape.q_len == 0) return;
+    if (shape.batch == 0 || shape.q_heads == 0 || query_positions_ == 0) return;
     detail::QueryTileWorkspace<T> work(shape, tiles_, panels_.value_stride());
     team.for_each_static(shape.q_heads * query_tiles_, [&](index_t item) {
       const KeyRange rows = query_range(item);
@@ -258,12 +267,13 @@ class TiledPass {
   /// Query positions of item (query head, query tile).
   KeyRange query_range(index_t item) const {
     const index_t q_begin = (item % query_tiles_) * tiles_.query_rows;
-    return KeyRange{q_begin, std::min(q_begin + tiles_.query_rows, call_.shape.q_len)};
+    return KeyRange{q_begin, std::min(q_begin + tiles_.query_rows, query_positions_)};
   }
 
   AttentionCall<T> call_;
   const Plan& plan_;
   TileShape tiles_;
+  index_t query_positions_;
   KeyValuePanels<T> panels_;
   index_t query_tiles_;
   std::vector<double> tile_work_;

@@ -65,6 +65,12 @@ Plan plan_operands(const First& first, const Second& second, const AttentionShap
 /// first is.
 template <class FirstPlan, class SecondPlan>
 class PlanPair {
+  // Combinators merge tiles by -inf selection; a finite bias, results sent elsewhere or
+  // positions that are not rows (LSH) have no meaning inside a union or an intersection.
+  static_assert(!BiasedPlan<FirstPlan> && !BiasedPlan<SecondPlan>, "combinators take no operand with a score bias");
+  static_assert(!PositionedPlan<FirstPlan> && !PositionedPlan<SecondPlan>,
+                "combinators take no operand whose positions are not rows");
+
  public:
   static constexpr bool kReorders = ReorderingPlan<FirstPlan>;
 
