@@ -33,7 +33,7 @@ AttentionCall<T> make_call(const AttentionShape& shape, const TensorView<const T
                           lse,
                           static_cast<T>(resolve_scale(options, shape)),
                           parallel::resolve_threads(options.threads, Full{}.cost(shape).flops),
-                          &options.key_lengths};
+                          options.key_lengths};
 }
 
 template <class T, AttentionPattern P>

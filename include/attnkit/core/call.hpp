@@ -1,7 +1,7 @@
 #pragma once
 // AttentionCall<T>: one validated call as plans and executors see it.
 
-#include <vector>
+#include <span>
 
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/shape.hpp"
@@ -14,7 +14,7 @@ namespace attnkit {
 ///   q [B, Hq, Lq, D], k [B, Hk, Lk, D], v [B, Hk, Lk, Dv], out [B, Hq, Lq, Dv],
 ///   lse [B, Hq, Lq, 1] or nullptr.
 /// key_lengths: empty, or one valid key count per batch element (keys at or past it are
-/// padding, Options::key_lengths); it points into the caller's Options, which outlive the call.
+/// padding, Options::key_lengths); it views the caller's Options, which outlive the call.
 template <class T>
 struct AttentionCall {
   AttentionShape shape;
@@ -23,13 +23,7 @@ struct AttentionCall {
   const TensorView<T>* lse;  // nullptr: no log-sum-exp requested
   T scale;                   // sigma of SPEC.md section 0
   int threads;               // resolved thread count
-  const std::vector<index_t>* key_lengths = nullptr;  // nullptr or empty: no key padding
-
-  bool has_key_lengths() const { return key_lengths != nullptr && !key_lengths->empty(); }
-  /// Valid keys of batch element b: Lk without key padding.
-  index_t valid_keys(index_t b) const {
-    return has_key_lengths() ? (*key_lengths)[static_cast<std::size_t>(b)] : shape.kv_len;
-  }
+  std::span<const index_t> key_lengths = {};  // empty: no key padding
 };
 
 }  // namespace attnkit

@@ -93,7 +93,7 @@ class KeyValuePanels {
     const index_t count = std::min(key_rows_, key_positions_ - first);
     T* panel = keys_ + tile * key_rows_ * head_dim_;
     simd::transpose_rows(count, head_dim_, [&](index_t c) { return k.row(b, h, key_row(first + c)); }, panel, key_rows_);
-    if (count < key_rows_) {  // the last tile: zero columns past kv_len
+    if (count < key_rows_) {  // the last tile: zero columns past the last key position
       for (index_t d = 0; d < head_dim_; ++d) std::fill(panel + d * key_rows_ + count, panel + (d + 1) * key_rows_, T(0));
     }
     if (tile == tile_count_ - 1) std::fill(panel + head_dim_ * key_rows_, keys_ + keys_size_, T(0));  // the slack

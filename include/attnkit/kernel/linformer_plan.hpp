@@ -31,13 +31,13 @@ class LinformerPlan {
     const TensorView<T> projected_keys = bhld(keys, shape.batch, shape.kv_heads, kp_, shape.head_dim);
     const TensorView<T> projected_values = bhld(values, shape.batch, shape.kv_heads, kp_, shape.value_dim);
     const SequenceProjection<T> projection(kp_, n_max_, e_, f_, call.k, call.v, projected_keys, projected_values,
-                                           [&](index_t b) { return call.valid_keys(b); });
+                                           call.key_lengths);
 
     AttentionCall<T> projected = call;  // softmax(sigma Q K'^T) V' over the kp projected keys
     projected.shape.kv_len = kp_;
     projected.k = projected_keys;
     projected.v = projected_values;
-    projected.key_lengths = nullptr;
+    projected.key_lengths = {};
     const Full::Plan full = Full{}.plan(projected.shape, tiles_);
     TiledPass<T, Full::Plan> pass(projected, full, tiles_);
     parallel::parallel_region(call.threads, [&](parallel::Team& team) {

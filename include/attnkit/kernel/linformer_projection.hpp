@@ -3,8 +3,8 @@
 // V' = F[:, :Lk] V per (batch, kv head), as independent GEMM items for a thread team.
 
 #include <algorithm>
+#include <span>
 #include <type_traits>
-#include <vector>
 
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/tensor_view.hpp"
@@ -39,17 +39,24 @@ class SequenceProjection {
   static constexpr index_t kMinItems = 16;
   static constexpr index_t kMinRows = 64;
 
-  /// keys_out [B, Hk, kp, D] and values_out [B, Hk, kp, Dv]; valid_keys(b) <= min(Lk, n_max).
-  template <class ValidKeys>
+  /// keys_out [B, Hk, kp, D] and values_out [B, Hk, kp, Dv]; key_lengths empty (all Lk <= n_max
+  /// rows valid) or one validated length per batch element, viewed for the projection's life.
   SequenceProjection(index_t kp, index_t n_max, ProjectionMatrices e, ProjectionMatrices f, TensorView<const T> k,
-                     TensorView<const T> v, TensorView<T> keys_out, TensorView<T> values_out, ValidKeys valid_keys)
-      : kp_(kp), n_max_(n_max), e_(e), f_(f), k_(k), v_(v), keys_out_(keys_out), values_out_(values_out) {
+                     TensorView<const T> v, TensorView<T> keys_out, TensorView<T> values_out,
+                     std::span<const index_t> key_lengths)
+      : kp_(kp),
+        n_max_(n_max),
+        e_(e),
+        f_(f),
+        k_(k),
+        v_(v),
+        keys_out_(keys_out),
+        values_out_(values_out),
+        key_lengths_(key_lengths) {
     using attnkit::detail::ceil_div;
     const index_t gemms = std::max<index_t>(1, 2 * k.batch() * k.heads());
     const index_t blocks = std::clamp<index_t>(ceil_div(kMinItems, gemms), 1, ceil_div(kp, kMinRows));
     rows_per_item_ = ceil_div(kp, blocks);
-    valid_.resize(static_cast<std::size_t>(k.batch()));
-    for (index_t b = 0; b < k.batch(); ++b) valid_[static_cast<std::size_t>(b)] = valid_keys(b);
   }
 
   index_t items() const { return k_.batch() * k_.heads() * 2 * blocks(); }
@@ -63,7 +70,7 @@ class SequenceProjection {
     const TensorView<T>& out = values ? values_out_ : keys_out_;
     const float* matrix = (values ? f_ : e_).of(h, kp_, n_max_);
     const index_t first = block * rows_per_item_, rows = std::min(rows_per_item_, kp_ - first);
-    const index_t depth = valid_[static_cast<std::size_t>(b)];
+    const index_t depth = key_lengths_.empty() ? x.seq() : key_lengths_[static_cast<std::size_t>(b)];
     T* result = out.row(b, h, first);
     const index_t width = x.dim(), ld = out.stride(kSeq);
     for (index_t r = 0; r < rows; ++r) std::fill(result + r * ld, result + r * ld + width, T(0));
@@ -93,7 +100,7 @@ class SequenceProjection {
   ProjectionMatrices e_, f_;
   TensorView<const T> k_, v_;
   TensorView<T> keys_out_, values_out_;
-  std::vector<index_t> valid_;
+  std::span<const index_t> key_lengths_;
 };
 
 }  // namespace attnkit::kernel

@@ -205,8 +205,9 @@ void process_query_tile(const AttentionCall<T>& call, const Plan& plan, const Ti
 }  // namespace detail
 
 /// One pass of the tiled driver over a call: a KeyTilePlan executed by a thread team.
-/// Construct it on the calling thread (it takes the K/V panels from that thread's scratch),
-/// then every member of the team calls run(team): first the threads estimate the work of
+/// Construct it on one thread (it takes the K/V panels from that thread's scratch, so two
+/// passes alive at once must be built on different threads), then every member of the team
+/// calls run(team): first the threads estimate the work of
 /// every (query head, query tile) from the plan (static split); then for each
 /// (batch, kv head) and each distinct key order of its query heads (one unless the plan
 /// reorders rows) they pack its K/V panels in that order (static split over key tiles) and

@@ -171,9 +171,8 @@ class Linformer {
     if (options.threads < 0) detail::reject("options.threads", options.threads, "must be >= 0 (0 = OpenMP default)");
     detail::validate_key_lengths(true, options, shape);
     validate(shape);
-    const kernel::SequenceProjection<T> projection(
-        kp_, n_max_, matrices(*e_), matrices(*f_), k, v, keys_out, values_out,
-        [&](index_t b) { return options.key_lengths.empty() ? shape.kv_len : options.key_lengths[static_cast<std::size_t>(b)]; });
+    const kernel::SequenceProjection<T> projection(kp_, n_max_, matrices(*e_), matrices(*f_), k, v, keys_out,
+                                                   values_out, options.key_lengths);
     const double flops = cost(shape).extra_flops;
     parallel::parallel_region(parallel::resolve_threads(options.threads, flops), [&](parallel::Team& team) {
       team.for_each_dynamic(projection.items(), [&](index_t item) { projection.run_item(item); });

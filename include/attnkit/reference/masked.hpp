@@ -16,19 +16,16 @@ namespace detail {
 
 /// Row by row, accumulating in `Acc` (double for the reference; the tests also instantiate
 /// Acc = float as the naive same-precision yardstick of SPEC.md section 11), straight from
-/// the definition:
+/// the definition, for any AttentionMask `mask` of `shape`:
 ///   s_ij = sigma <q_i, k_j>,  Z_i = sum_j mu_ij exp(s_ij - M_i),  o_i = sum_j mu_ij exp(s_ij - M_i) v_j / Z_i,
 ///   lse_i = M_i + log Z_i,  M_i = max over attended j of s_ij (any finite shift gives the
 /// same o_i; the max avoids overflow). Keys with mu_ij = 0 are never read. O(Lq Lk (D + Dv))
-/// time, O(Lk + Dv) extra memory (one row of logits and one accumulator).
-template <class Acc, class T, MaskedPattern P>
-void dense_attention(const P& pattern, const TensorView<const T>& q, const TensorView<const T>& k,
-                     const TensorView<const T>& v, const TensorView<T>& out, const TensorView<T>* lse,
-                     const Options& options) {
-  const AttentionShape shape = attnkit::detail::validate_call<T>(q, k, v, out, lse, options);
-  attnkit::detail::validate_key_lengths(false, options, shape);
-  const auto mask = pattern.mask(shape);
-  const Acc sigma = static_cast<Acc>(attnkit::detail::resolve_scale(options, shape));
+/// time, O(Lk + Dv) extra memory (one row of logits and one accumulator). K and V may hold
+/// another type than Q (Linformer's reference passes its projections in Acc).
+template <class Acc, class T, class KV, AttentionMask M>
+void masked_softmax_rows(const M& mask, const AttentionShape& shape, Acc sigma, const TensorView<const T>& q,
+                         const TensorView<const KV>& k, const TensorView<const KV>& v, const TensorView<T>& out,
+                         const TensorView<T>* lse) {
   const index_t group = shape.group_size();
   std::vector<Acc> logits(static_cast<std::size_t>(shape.kv_len));
   std::vector<Acc> acc(static_cast<std::size_t>(shape.value_dim));
@@ -41,7 +38,7 @@ void dense_attention(const P& pattern, const TensorView<const T>& q, const Tenso
         bool attended_any = false;
         for (index_t j = 0; j < shape.kv_len; ++j) {
           if (mask.multiplicity(h, i, j) == 0) continue;
-          const T* kj = k.row(b, kv_head, j);
+          const KV* kj = k.row(b, kv_head, j);
           Acc dot = 0;
           for (index_t d = 0; d < shape.head_dim; ++d) dot += static_cast<Acc>(qi[d]) * static_cast<Acc>(kj[d]);
           logits[static_cast<std::size_t>(j)] = sigma * dot;
@@ -61,7 +58,7 @@ void dense_attention(const P& pattern, const TensorView<const T>& q, const Tenso
           if (mu == 0) continue;
           const Acc weight = static_cast<Acc>(mu) * std::exp(logits[static_cast<std::size_t>(j)] - max_logit);
           z += weight;
-          const T* vj = v.row(b, kv_head, j);
+          const KV* vj = v.row(b, kv_head, j);
           for (index_t d = 0; d < shape.value_dim; ++d) acc[static_cast<std::size_t>(d)] += weight * static_cast<Acc>(vj[d]);
         }
         for (index_t d = 0; d < shape.value_dim; ++d) oi[d] = static_cast<T>(acc[static_cast<std::size_t>(d)] / z);
@@ -69,6 +66,17 @@ void dense_attention(const P& pattern, const TensorView<const T>& q, const Tenso
       }
     }
   }
+}
+
+/// The pattern's mask through masked_softmax_rows, after validating the call.
+template <class Acc, class T, MaskedPattern P>
+void dense_attention(const P& pattern, const TensorView<const T>& q, const TensorView<const T>& k,
+                     const TensorView<const T>& v, const TensorView<T>& out, const TensorView<T>* lse,
+                     const Options& options) {
+  const AttentionShape shape = attnkit::detail::validate_call<T>(q, k, v, out, lse, options);
+  attnkit::detail::validate_key_lengths(false, options, shape);
+  masked_softmax_rows<Acc>(pattern.mask(shape), shape, static_cast<Acc>(attnkit::detail::resolve_scale(options, shape)),
+                           q, k, v, out, lse);
 }
 
 }  // namespace detail
