@@ -29,6 +29,7 @@
 #include "attnkit/pattern/global.hpp"
 #include "attnkit/pattern/intersection.hpp"
 #include "attnkit/pattern/linformer.hpp"
+#include "attnkit/pattern/lsh.hpp"
 #include "attnkit/pattern/per_head.hpp"
 #include "attnkit/pattern/sliding_window.hpp"
 #include "attnkit/pattern/union.hpp"

@@ -1,11 +1,12 @@
 // The tiled driver's extensions for kinds whose positions are not rows (PositionedPlan), that
-// add a finite score bias (BiasedPlan) and that collect partial results (SinkingPlan, then
-// kernel::merge_partials), exercised by a plan written here: R repeated rounds of full
+// add a finite score bias (BiasedPlan) and that take their results themselves (SinkingPlan,
+// then kernel::merge_partial), exercised by a plan written here: R repeated rounds of full
 // attention with a self penalty, merged by log-sum-exp, against sums written from SPEC.md
 // section 0.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -66,26 +67,29 @@ class RepeatedRoundsPlan {
       if (j % n_ == position % n_) scores[j - tile.begin] += unit * static_cast<S>(kPenalty);
     }
   }
-  T* result_row(index_t b, index_t h, index_t position) const {
-    return results_.data() + ((b * heads_ + h) * rounds_ * n_ + position) * value_dim_;
-  }
-  T* result_lse(index_t b, index_t h, index_t position) const {
-    return lses_.data() + (b * heads_ + h) * rounds_ * n_ + position;
+  void sink(index_t b, index_t h, index_t position, const T* row, T lse) const {
+    std::copy(row, row + value_dim_, results_.data() + slot(b, h, position) * value_dim_);
+    lses_[static_cast<std::size_t>(slot(b, h, position))] = lse;
   }
 
-  /// out and lse of row i: the rounds merged by log-sum-exp.
+  /// out and lse of row i: the rounds merged by log-sum-exp, round 0 first.
   void merge(index_t b, index_t h, index_t i, T* out, T* lse) const {
-    std::vector<T> part_lses(static_cast<std::size_t>(rounds_));
-    for (index_t r = 0; r < rounds_; ++r) part_lses[static_cast<std::size_t>(r)] = *result_lse(b, h, r * n_ + i);
-    *lse = kernel::merge_partials<T>(
-        rounds_, [&](index_t r) { return static_cast<const T*>(result_row(b, h, r * n_ + i)); }, part_lses.data(),
-        value_dim_, out);
+    std::fill(out, out + value_dim_, T(0));
+    T merged = -std::numeric_limits<T>::infinity();
+    for (index_t r = 0; r < rounds_; ++r) {
+      const index_t part = slot(b, h, r * n_ + i);
+      merged = kernel::merge_partial<T>(out, merged, results_.data() + part * value_dim_,
+                                        lses_[static_cast<std::size_t>(part)], value_dim_);
+    }
+    *lse = merged;
   }
 
  private:
   index_t rounds_, n_, heads_, value_dim_, key_rows_;
-  mutable std::vector<T> results_;  // written by the driver through result_row
-  mutable std::vector<T> lses_;
+  index_t slot(index_t b, index_t h, index_t position) const { return (b * heads_ + h) * rounds_ * n_ + position; }
+
+  mutable std::vector<T> results_;  // [B, H, R n, Dv], written by sink
+  mutable std::vector<T> lses_;     // [B, H, R n]
 };
 
 static_assert(PositionedPlan<RepeatedRoundsPlan<float>> && BiasedPlan<RepeatedRoundsPlan<float>> &&
@@ -188,22 +192,25 @@ TEST(DriverExtensions, BitwiseIdenticalAcrossThreadCounts) {
   EXPECT_EQ(lse_one.data, lse_two.data);
 }
 
-TEST(MergePartials, CombinesByLogSumExpAndSkipsEmptyParts) {
+TEST(MergePartial, CombinesByLogSumExpAndSkipsEmptyParts) {
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  // Two parts over disjoint keys: weights e^1 (value 2) and e^2 + e^0 (mean value 5).
-  const std::vector<std::vector<double>> rows{{2.0}, {5.0}, {nan}};
-  const double lses[] = {1.0, std::log(std::exp(2.0) + 1.0), -inf};
-  double out = -1;
-  const double lse = kernel::merge_partials<double>(3, [&](index_t k) { return rows[static_cast<std::size_t>(k)].data(); },
-                                                    lses, 1, &out);
+  // Parts over disjoint keys: weights e^1 (value 2) and e^2 + e^0 (mean value 5), then an
+  // empty part whose NaN row must not be read.
+  double out = nan;  // a running result of -inf is replaced, not read
+  double lse = kernel::merge_partial<double>(&out, -inf, std::vector<double>{2.0}.data(), 1.0, 1);
+  lse = kernel::merge_partial<double>(&out, lse, std::vector<double>{5.0}.data(), std::log(std::exp(2.0) + 1.0), 1);
+  lse = kernel::merge_partial<double>(&out, lse, std::vector<double>{nan}.data(), -inf, 1);
   const double z = std::exp(1.0) + std::exp(2.0) + 1.0;
   EXPECT_NEAR(lse, std::log(z), 1e-15);
   EXPECT_NEAR(out, (std::exp(1.0) * 2 + (std::exp(2.0) + 1.0) * 5) / z, 1e-14);
-  // Every part empty: zeros and -inf, never NaN, and no row is read.
-  const double empty[] = {-inf, -inf};
-  double zero = -1;
-  EXPECT_EQ(kernel::merge_partials<double>(2, [&](index_t) -> const double* { return nullptr; }, empty, 1, &zero), -inf);
+  // Every part empty: the running result stays as the caller started it, never NaN.
+  double zero = 0;
+  EXPECT_EQ(kernel::merge_partial<double>(&zero, -inf, &nan, -inf, 1), -inf);
   EXPECT_EQ(zero, 0.0);
+  // Large lse values of opposite sign do not overflow: the larger part dominates.
+  double big = 1;
+  EXPECT_NEAR(kernel::merge_partial<double>(&big, 1e4, std::vector<double>{3.0}.data(), -1e4, 1), 1e4, 1e-9);
+  EXPECT_EQ(big, 1.0);
 }
 
 }  // namespace

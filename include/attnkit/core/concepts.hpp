@@ -124,14 +124,15 @@ concept BiasedPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t hea
   plan.add_bias(head, position, tile, scores, unit);
 };
 
-/// A KeyTilePlan that sends each query position's result somewhere other than the output
-/// row of query_row (LSH: per-occurrence scratch, merged per row by kernel/lse_merge.hpp):
-/// result_row(b, h, position) -> T* of Dv elements and result_lse(b, h, position) -> T*
-/// (always written, natural log).
+/// A KeyTilePlan that takes each query position's result itself instead of having it written
+/// to the output row of query_row (LSH: a round's results folded into the output by
+/// kernel::merge_partial as they come): sink(b, h, position, row, lse) receives the Dv
+/// elements of the position's result (valid during the call only) and its natural-log lse.
+/// Every position is sunk exactly once per pass, by the thread that computed it.
 template <class Plan, class T>
-concept SinkingPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t b, index_t h, index_t position) {
-  { plan.result_row(b, h, position) } -> std::same_as<T*>;
-  { plan.result_lse(b, h, position) } -> std::same_as<T*>;
+concept SinkingPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t b, index_t h, index_t position,
+                                                    const T* row, T lse) {
+  plan.sink(b, h, position, row, lse);
 };
 
 /// A pattern: a small copyable value describing which (query, key) pairs interact.

@@ -1,6 +1,6 @@
 #pragma once
-// kernel::merge_partials: one row's partial softmax results combined by their log-sum-exp
-// (SPEC.md section 0; LSH rounds, results computed over disjoint or repeated key sets).
+// kernel::merge_partial: a row's partial softmax results combined by their log-sum-exp, one at
+// a time (SPEC.md section 0; LSH rounds, results computed over disjoint or repeated key sets).
 
 #include <algorithm>
 #include <cmath>
@@ -10,30 +10,27 @@
 
 namespace attnkit::kernel {
 
-/// Given `count` partial results of one row, partial k = (rows[k] of `dim` elements, lses[k])
-/// with rows[k] = sum_j w_j v_j / sum_j w_j over its keys and lses[k] = ln sum_j w_j, writes
-///   L = ln sum_k exp(lses[k]),   out = sum_k exp(lses[k] - L) rows[k]
-/// and returns L: the result of one softmax over the union (a multiset) of the parts' keys.
-/// Parts with lse = -inf (no key) contribute nothing; when every part is empty, out = 0 and
-/// L = -inf, never NaN. The parts are added in order k = 0, 1, ..., so the result depends
-/// only on the inputs. rows(k) returns a pointer to part k's row.
-template <class T, class Rows>
-T merge_partials(index_t count, Rows&& rows, const T* lses, index_t dim, T* out) {
+/// Folds one partial result (row, row_lse) into the running result (out, out_lse) of the same
+/// query, both of the form rows = sum_j w_j v_j / sum_j w_j over their keys, lse = ln sum_j w_j:
+///   L = logaddexp(out_lse, row_lse),  out = exp(out_lse - L) out + exp(row_lse - L) row,
+/// and returns L. Folding parts k = 0, 1, ... into (anything, -inf) gives one softmax over the
+/// union (a multiset) of their keys, in an order fixed by the caller. A part with lse = -inf
+/// (no key) changes nothing and its row is not read; a running result with -inf is replaced
+/// (its row is not read either), so an all-empty sequence leaves out untouched: callers start
+/// from zeros when they want zeros for it. Never NaN from -inf.
+template <class T>
+T merge_partial(T* out, T out_lse, const T* row, T row_lse, index_t dim) {
   constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
-  T top = kMinusInf;
-  for (index_t k = 0; k < count; ++k) top = std::max(top, lses[k]);
-  std::fill(out, out + dim, T(0));
-  if (top == kMinusInf) return kMinusInf;
-  T total = 0;
-  for (index_t k = 0; k < count; ++k) {
-    if (lses[k] == kMinusInf) continue;  // empty part: its row is not read
-    const T weight = std::exp(lses[k] - top);
-    total += weight;
-    const T* row = rows(k);
-    for (index_t d = 0; d < dim; ++d) out[d] += weight * row[d];
+  if (row_lse == kMinusInf) return out_lse;
+  if (out_lse == kMinusInf) {
+    std::copy(row, row + dim, out);
+    return row_lse;
   }
-  const T inverse = T(1) / total;
-  for (index_t d = 0; d < dim; ++d) out[d] *= inverse;
+  const T top = std::max(out_lse, row_lse);
+  const T out_weight = std::exp(out_lse - top), row_weight = std::exp(row_lse - top);  // one of them is 1
+  const T total = out_weight + row_weight;
+  const T out_share = out_weight / total, row_share = row_weight / total;
+  for (index_t d = 0; d < dim; ++d) out[d] = out_share * out[d] + row_share * row[d];
   return top + std::log(total);
 }
 

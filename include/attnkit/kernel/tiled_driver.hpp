@@ -50,12 +50,14 @@ struct QueryTileWorkspace {
         softmax(tiles.query_rows, value_stride) {
     segments.reserve(static_cast<std::size_t>(tiles.key_rows));
     query_rows.resize(static_cast<std::size_t>(tiles.query_rows));
+    result.resize(static_cast<std::size_t>(shape.value_dim));
   }
   T* queries;  // [query_rows x head_dim], rows past the tile zero
   T* scores;   // [query_rows x key_rows], scores then weights
   OnlineSoftmax<T> softmax;
   std::vector<KeySegment> segments;  // the key tiles sharing the current score tile
   std::vector<index_t> query_rows;    // the query row behind each position of the tile
+  std::vector<T> result;              // one finished row handed to a SinkingPlan
 };
 
 /// The query heads of kv head `kv_head` grouped by key order: heads[begin[o] .. begin[o + 1])
@@ -140,6 +142,16 @@ void process_query_tile(const AttentionCall<T>& call, const Plan& plan, const Ti
     for (index_t d = 0; d < head_dim; ++d) queries[r * head_dim + d] = q[d] * q_scale;
   }
   std::fill(queries + rows * head_dim, queries + padded_rows * head_dim, T(0));
+  if constexpr (ReorderingPlan<Plan>) {
+    // Gathered rows (LSH's sorted occurrences, dilated residue classes) come from anywhere in
+    // Q, out of the hardware prefetcher's reach: fetch the next tile's (this thread's likely
+    // next item) while this one computes.
+    const index_t next_end = std::min(q_end + tiles.query_rows, attnkit::query_positions(plan, call.shape));
+    for (index_t p = q_end; p < next_end; ++p) {
+      const T* q = call.q.row(b, h, attnkit::query_row(plan, h, p));
+      for (index_t d = 0; d < head_dim; d += static_cast<index_t>(64 / sizeof(T))) __builtin_prefetch(q + d);
+    }
+  }
   work.softmax.reset(padded_rows);
 
   T* scores = work.scores;
@@ -193,7 +205,9 @@ void process_query_tile(const AttentionCall<T>& call, const Plan& plan, const Ti
 
   for (index_t r = 0; r < rows; ++r) {
     if constexpr (SinkingPlan<Plan, T>) {
-      *plan.result_lse(b, h, q_begin + r) = work.softmax.finish_row(r, plan.result_row(b, h, q_begin + r), call.shape.value_dim);
+      T* result = work.result.data();
+      const T lse = work.softmax.finish_row(r, result, call.shape.value_dim);
+      plan.sink(b, h, q_begin + r, static_cast<const T*>(result), lse);
     } else {
       const index_t i = work.query_rows[static_cast<std::size_t>(r)];
       const T lse = work.softmax.finish_row(r, call.out.row(b, h, i), call.shape.value_dim);

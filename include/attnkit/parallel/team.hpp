@@ -69,6 +69,26 @@ class Team {
     body();
   }
 
+  /// body() on the team's first thread (the one that opened the region) while the others
+  /// wait; all threads wait at the end. For shared state built between two loops that takes
+  /// the builder's thread_scratch (a TiledPass per step of a loop of passes): the same thread
+  /// builds every step, so its scratch is reused, where single() may pick a different thread
+  /// each time and leave a copy of the scratch on every thread.
+  template <class Body>
+  void leader(Body&& body) {
+    if (!in_own_region_) {
+      body();
+      return;
+    }
+#if defined(_OPENMP)
+#pragma omp masked
+#endif
+    body();
+#if defined(_OPENMP)
+#pragma omp barrier
+#endif
+  }
+
   /// body(i) for i in [0, count), handed out in runs of kDynamicRun consecutive items in
   /// increasing i as threads free up; all threads wait at the end. Callers order items
   /// heaviest first and put items sharing data next to each other: a thread then takes

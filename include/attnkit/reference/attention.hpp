@@ -9,6 +9,7 @@
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/reference/linformer.hpp"
+#include "attnkit/reference/lsh.hpp"
 #include "attnkit/reference/masked.hpp"
 #include "attnkit/reference/own_reference.hpp"
 

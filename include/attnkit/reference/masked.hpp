@@ -17,7 +17,7 @@ namespace detail {
 /// Row by row, accumulating in `Acc` (double for the reference; the tests also instantiate
 /// Acc = float as the naive same-precision yardstick of SPEC.md section 11), straight from
 /// the definition, for any AttentionMask `mask` of `shape`:
-///   s_ij = sigma <q_i, k_j>,  Z_i = sum_j mu_ij exp(s_ij - M_i),  o_i = sum_j mu_ij exp(s_ij - M_i) v_j / Z_i,
+///   s_ij = sigma <q_i, k_j> (+ mask.bias(h, i, j) when the mask has one: LSH's self penalty),  Z_i = sum_j mu_ij exp(s_ij - M_i),  o_i = sum_j mu_ij exp(s_ij - M_i) v_j / Z_i,
 ///   lse_i = M_i + log Z_i,  M_i = max over attended j of s_ij (any finite shift gives the
 /// same o_i; the max avoids overflow). Keys with mu_ij = 0 are never read. O(Lq Lk (D + Dv))
 /// time, O(Lk + Dv) extra memory (one row of logits and one accumulator). K and V may hold
@@ -41,8 +41,10 @@ void masked_softmax_rows(const M& mask, const AttentionShape& shape, Acc sigma, 
           const KV* kj = k.row(b, kv_head, j);
           Acc dot = 0;
           for (index_t d = 0; d < shape.head_dim; ++d) dot += static_cast<Acc>(qi[d]) * static_cast<Acc>(kj[d]);
-          logits[static_cast<std::size_t>(j)] = sigma * dot;
-          max_logit = attended_any ? std::max(max_logit, sigma * dot) : sigma * dot;
+          Acc logit = sigma * dot;
+          if constexpr (requires { mask.bias(h, i, j); }) logit += static_cast<Acc>(mask.bias(h, i, j));
+          logits[static_cast<std::size_t>(j)] = logit;
+          max_logit = attended_any ? std::max(max_logit, logit) : logit;
           attended_any = true;
         }
         T* oi = out.row(b, h, i);

@@ -1,0 +1,137 @@
+#pragma once
+// Reformer LSH's hashing and sorting (SPEC.md section 7, steps 1-2): random rotations, bucket
+// ids by GEMM and signed argmax, and the stable counting sort of one round by bucket.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "attnkit/core/index.hpp"
+#include "attnkit/core/rng.hpp"
+#include "attnkit/kernel/sequential_gemm.hpp"
+#include "attnkit/simd/argmax.hpp"
+
+namespace attnkit::kernel {
+
+/// The bucket count of one call as factors f_1 .. f_k (each even; k = 1 for a plain count):
+/// a round's rotation has columns = sum f_i / 2 columns, consecutive groups of f_i / 2 per
+/// factor, and bucket = sum_i argmax_i * prod_{m < i} f_m with argmax_i taken over
+/// [y_group, -y_group] of group i: the first factor is the least significant digit (trax and
+/// HF Reformer's factorized num_buckets). buckets = prod f_i.
+struct LshBucketLayout {
+  std::vector<index_t> factors;
+  index_t columns = 0;
+  index_t buckets = 0;
+
+  explicit LshBucketLayout(std::vector<index_t> bucket_factors) : factors(std::move(bucket_factors)), buckets(1) {
+    for (index_t f : factors) {
+      columns += f / 2;
+      buckets *= f;
+    }
+  }
+};
+
+/// Entry Rot[d][r][c] of head h's generated rotation (SPEC.md section 7: N(0, 1), from the
+/// counter-based generator keyed by (seed, layer, head, index) with index = (r D + d) columns
+/// + c), rounded to float: the same value for any thread count, batch composition or number
+/// of rounds (round r's slice does not depend on R), and the same float for float and double
+/// calls, so both precisions hash with one rotation.
+inline float rotation_entry(std::uint64_t seed, std::uint64_t layer, index_t head, index_t round, index_t d,
+                            index_t column, index_t dim, index_t columns) {
+  const index_t index = (round * dim + d) * columns + column;
+  return static_cast<float>(normal_from_counter(seed, layer, static_cast<std::uint64_t>(head), static_cast<std::uint64_t>(index)));
+}
+
+/// Where a call's rotations come from: given floats [P][D][R][columns] (P = 1, shared by
+/// every head, or one per head; the layout of HF Reformer's random_rotations), or, when
+/// `given` is null, rotation_entry's draws.
+struct LshRotationSource {
+  const float* given = nullptr;
+  index_t given_heads = 1;
+  std::uint64_t seed = 0;
+  std::uint64_t layer = 0;
+
+  /// row[r columns + c] = Rot[d][r][c] of head h, in T.
+  template <class T>
+  void fill_row(index_t h, index_t d, index_t dim, index_t rounds, index_t columns, T* row) const {
+    for (index_t r = 0; r < rounds; ++r) {
+      for (index_t c = 0; c < columns; ++c) {
+        row[r * columns + c] =
+            given != nullptr ? static_cast<T>(given[(((given_heads == 1 ? 0 : h) * dim + d) * rounds + r) * columns + c])
+                             : static_cast<T>(rotation_entry(seed, layer, h, r, d, c, dim, columns));
+      }
+    }
+  }
+};
+
+/// Rows hashed per GEMM: enough to amortise packing the rotation, few enough that the
+/// rotated block (R columns x kHashRows) stays in L2 while it is scanned.
+inline constexpr index_t kHashRows = 256;
+
+/// Elements of hash_rows' scratch.
+template <class T>
+constexpr index_t hash_scratch_size(index_t rounds, index_t columns) {
+  return rounds * columns * attnkit::detail::round_up(kHashRows, static_cast<index_t>(simd::kWidth<T>));
+}
+
+/// Bucket ids of rows [first, last) of one (batch, head): ids[r n + i] for every round r.
+///   x: row i at x + i * x_stride (D elements); rotation: [D x R columns] row-major in T
+///   (Rot[d][r][c] at d * R columns + r columns + c); scratch: hash_scratch_size elements,
+///   aligned.
+/// y = x_i^T Rot for the whole block by one GEMM (kernel::gemm_accumulate) into a column-major
+/// block, then per round and factor the signed argmax of SPEC.md step 1 across rows.
+/// last - first <= kHashRows. The result depends only on the inputs and the block's rows, so
+/// blocks fixed by position make it thread-count independent.
+template <class T>
+void hash_rows(const T* x, index_t x_stride, index_t first, index_t last, index_t dim, const T* rotation,
+               const LshBucketLayout& layout, index_t rounds, index_t n, std::int32_t* ids, T* scratch) {
+  const index_t width = rounds * layout.columns;
+  const index_t rows = last - first;
+  const index_t padded_rows = attnkit::detail::round_up(rows, static_cast<index_t>(simd::kWidth<T>));
+  std::fill(scratch, scratch + padded_rows * width, T(0));
+  gemm_accumulate<T, true>(rows, width, dim, x + first * x_stride, x_stride, rotation, width, scratch, padded_rows);
+  for (index_t r = 0; r < rounds; ++r) {
+    std::int32_t* bucket = ids + r * n + first;
+    std::fill(bucket, bucket + rows, std::int32_t{0});
+    const T* y = scratch + r * layout.columns * padded_rows;
+    std::int32_t place = 1;
+    for (index_t f : layout.factors) {
+      simd::add_signed_argmax(y, padded_rows, f / 2, padded_rows, rows, place, bucket);
+      place *= static_cast<std::int32_t>(f);
+      y += f / 2 * padded_rows;
+    }
+  }
+}
+
+/// The unit-normalised keys k_i = x_i / ||x_i|| of rows [first, last) into keys (row i at
+/// keys + i * dim); a zero row gives a zero key (SPEC.md step 4's guard).
+template <class T>
+void normalise_rows(const T* x, index_t x_stride, index_t first, index_t last, index_t dim, T* keys) {
+  for (index_t i = first; i < last; ++i) {
+    const T* row = x + i * x_stride;
+    T squares = 0;
+    for (index_t d = 0; d < dim; ++d) squares += row[d] * row[d];
+    const T inverse = squares > T(0) ? T(1) / std::sqrt(squares) : T(0);
+    for (index_t d = 0; d < dim; ++d) keys[i * dim + d] = row[d] * inverse;
+  }
+}
+
+/// Marks a slot of the sorted sequence that holds no row (a round padded to whole chunks).
+inline constexpr std::int32_t kPaddingSlot = INT32_MAX;
+
+/// One round's rows sorted stably by bucket (increasing row within a bucket: SPEC.md step 2's
+/// order (r, bucket, i)), by counting sort in O(n + buckets): order[t] for t < n, then
+/// order[t] = kPaddingSlot for t in [n, padded). ids: the round's n bucket ids, each in
+/// [0, buckets); counts: buckets + 1 scratch.
+inline void sort_round(const std::int32_t* ids, index_t n, index_t padded, index_t buckets, std::int32_t* order,
+                       index_t* counts) {
+  std::fill(counts, counts + buckets + 1, index_t(0));
+  for (index_t i = 0; i < n; ++i) ++counts[ids[i] + 1];
+  for (index_t bucket = 0; bucket < buckets; ++bucket) counts[bucket + 1] += counts[bucket];
+  for (index_t i = 0; i < n; ++i) order[counts[ids[i]]++] = static_cast<std::int32_t>(i);
+  std::fill(order + n, order + padded, kPaddingSlot);
+}
+
+}  // namespace attnkit::kernel
