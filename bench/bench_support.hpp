@@ -3,6 +3,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,6 +25,13 @@ struct Inputs {
   }
   std::vector<float> q, k, v, out;
 };
+
+/// Median of a copy (the paired benchmarks' per-pair ratios).
+inline double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t m = values.size() / 2;
+  return values.size() % 2 == 1 ? values[m] : 0.5 * (values[m - 1] + values[m]);
+}
 
 inline std::vector<index_t> sizes(index_t first, index_t last) {
   std::vector<index_t> result;

@@ -36,13 +36,6 @@ inline constexpr index_t kLinformerKps[] = {128, 256};
 /// seconds per call (about 20 s at n = 65536 on the 2-core machines).
 inline int linformer_pairs(index_t n) { return n <= 8192 ? 7 : n <= 16384 ? 5 : n <= 32768 ? 3 : 1; }
 
-/// Median of a copy.
-inline double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t m = values.size() / 2;
-  return values.size() % 2 == 1 ? values[m] : 0.5 * (values[m - 1] + values[m]);
-}
-
 /// Registers, for n = 1024 ... max_n, H = 8, D = Dv = 64 and kp in {128, 256}:
 ///   attnkit/linformer_kp<kp>           the whole call (FLOP from cost(): projections + attention)
 ///   linformer_projection/kp<kp>        Linformer::project alone (the 2 kp n (D + Dv) per head)

@@ -5,7 +5,8 @@
 //   attnkit_memory_probe [--n=32768] [--heads=8] [--dim=64] [--pattern=full] [--append]
 //                        [--out=memory.md]
 // --pattern: full, causal, linformer_kp256 (one shared E and F of 256 x n, created before the
-// baseline is read: they are the model's weights, not the call's memory), or a sparse pattern
+// baseline is read: they are the model's weights, not the call's memory), lsh_r8 (Reformer
+// LSH with 8 rounds, chunk 64, automatic buckets; q serves as k), or a sparse pattern
 // of bench_patterns.hpp; --append adds the line to --out instead of replacing it (one process
 // per pattern: the peak is per process).
 
@@ -59,6 +60,8 @@ int main(int argc, char** argv) {
   const double before = status_bytes("VmRSS:");
   if (linformer) {
     run(*linformer);
+  } else if (pattern == "lsh_r8") {
+    attnkit::attention(attnkit::Lsh{.rounds = 8}, view(q), view(q), view(v), view(o));
   } else if (pattern == "full" || pattern == "causal") {
     run(attnkit::Full{.causal = pattern == "causal"});
   } else {

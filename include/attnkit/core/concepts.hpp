@@ -113,6 +113,14 @@ concept PositionedPlan = ReorderingPlan<Plan> && requires(const Plan& plan) {
   { plan.key_positions() } -> std::same_as<index_t>;
 };
 
+/// A KeyTilePlan whose keys are rows of K scaled per position (LSH's unit-normalised keys,
+/// k_j = x_j / ||x_j||, without a normalised copy of K): the driver packs key position p as
+/// key_scale(head, p) * K[key_row(head, p)].
+template <class Plan>
+concept ScaledKeyPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t head, index_t position) {
+  { plan.key_scale(head, position) } -> std::convertible_to<double>;
+};
+
 /// A KeyTilePlan that adds a finite bias to some scores (LSH's self penalty): on every tile
 /// that needs a mask, after exclude(), add_bias(head, position, tile, scores, unit) adds
 /// unit * bias to scores[c] for key tile.begin + c (unit converts natural-log logits to the

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <type_traits>
 
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
@@ -37,9 +38,13 @@ struct ValueRows {
 /// past its panel; the keys buffer carries one vector of slack so that stays in bounds.
 /// Memory: kv_len rounded up to key_rows, times head_dim (+ value_stride unless in place)
 /// elements.
+/// pack_tile's key_scale for keys packed as they are.
+struct UnitKeys {};
+
 template <class T>
 class KeyValuePanels {
  public:
+
   /// key_positions: the keys the plan iterates (Lk, or a PositionedPlan's extent); V is read
   /// in place only when they are the rows themselves.
   KeyValuePanels(const AttentionShape& shape, const TileShape& tiles, const TensorView<const T>& v,
@@ -85,14 +90,20 @@ class KeyValuePanels {
   /// Packs key tile `tile` of (batch b, kv head h), padding included (zeros), so nothing read
   /// later is uninitialised: key position p holds K/V row key_row(p) (a permutation of the
   /// rows, e.g. a dilated window's residue classes, or a many-to-one map of a PositionedPlan;
-  /// the identity when V is read in place).
+  /// the identity when V is read in place), its key times key_scale(p) unless key_scale is
+  /// UnitKeys (a ScaledKeyPlan's normalised keys).
   /// Tiles are independent: threads may pack different tiles concurrently.
-  template <class KeyRow>
-  void pack_tile(const TensorView<const T>& k, index_t b, index_t h, index_t tile, KeyRow&& key_row) {
+  template <class KeyRow, class KeyScale>
+  void pack_tile(const TensorView<const T>& k, index_t b, index_t h, index_t tile, KeyRow&& key_row, KeyScale&& key_scale) {
     const index_t first = tile * key_rows_;
     const index_t count = std::min(key_rows_, key_positions_ - first);
     T* panel = keys_ + tile * key_rows_ * head_dim_;
-    simd::transpose_rows(count, head_dim_, [&](index_t c) { return k.row(b, h, key_row(first + c)); }, panel, key_rows_);
+    const auto source = [&](index_t c) { return k.row(b, h, key_row(first + c)); };
+    if constexpr (std::is_same_v<std::remove_cvref_t<KeyScale>, UnitKeys>) {
+      simd::transpose_rows(count, head_dim_, source, panel, key_rows_);
+    } else {
+      simd::transpose_rows(count, head_dim_, source, panel, key_rows_, [&](index_t c) { return key_scale(first + c); });
+    }
     if (count < key_rows_) {  // the last tile: zero columns past the last key position
       for (index_t d = 0; d < head_dim_; ++d) std::fill(panel + d * key_rows_ + count, panel + (d + 1) * key_rows_, T(0));
     }

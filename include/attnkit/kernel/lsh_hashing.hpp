@@ -105,16 +105,15 @@ void hash_rows(const T* x, index_t x_stride, index_t first, index_t last, index_
   }
 }
 
-/// The unit-normalised keys k_i = x_i / ||x_i|| of rows [first, last) into keys (row i at
-/// keys + i * dim); a zero row gives a zero key (SPEC.md step 4's guard).
+/// inverse[i] = 1 / ||x_i|| for rows [first, last), 0 for a zero row (SPEC.md step 4's guard):
+/// the scale of the unit-normalised key k_i = x_i / ||x_i||.
 template <class T>
-void normalise_rows(const T* x, index_t x_stride, index_t first, index_t last, index_t dim, T* keys) {
+void inverse_norms(const T* x, index_t x_stride, index_t first, index_t last, index_t dim, T* inverse) {
   for (index_t i = first; i < last; ++i) {
     const T* row = x + i * x_stride;
     T squares = 0;
     for (index_t d = 0; d < dim; ++d) squares += row[d] * row[d];
-    const T inverse = squares > T(0) ? T(1) / std::sqrt(squares) : T(0);
-    for (index_t d = 0; d < dim; ++d) keys[i * dim + d] = row[d] * inverse;
+    inverse[i] = squares > T(0) ? T(1) / std::sqrt(squares) : T(0);
   }
 }
 

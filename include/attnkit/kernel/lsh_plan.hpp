@@ -52,13 +52,15 @@ struct LshGeometry {
   index_t window_slots() const { return window() * chunk; }
 };
 
-/// One round of one (batch, head) as the tiled driver sees it (a PositionedPlan, BiasedPlan
-/// and SinkingPlan). Query positions are the round's n occurrences (its first n slots); key
+/// One round of one (batch, head) as the tiled driver sees it (a PositionedPlan, ScaledKeyPlan,
+/// BiasedPlan and SinkingPlan). Query positions are the round's n occurrences (its first n slots); key
 /// positions are the slots its windows reach: the before chunks preceding the round, its
 /// own chunks, and the after chunks following it, circularly, so the window of the round's
 /// chunk l is key positions [l c, (l + window) c) and a chunk reached twice appears twice.
 ///   order: the call's sorted sequence, R * padded slots (a row, or kPaddingSlot);
 ///   key_slots: key_positions() entries, filled by fill_key_slots();
+///   inverse_norms: 1 / ||x_i|| per row, the keys' scale (keys are x's rows, normalised as
+///   they are packed);
 ///   results go to out (row i at out + i * out_stride) and lse, the first round's copied,
 ///   later rounds' folded in by merge_partial.
 template <class T>
@@ -74,12 +76,13 @@ class LshRoundPlan {
 
   LshRoundPlan() = default;
   LshRoundPlan(const LshGeometry& geometry, index_t round, const std::int32_t* order, std::int32_t* key_slots,
-               const TileShape& tiles, const Sink& sink)
+               const T* inverse_norms, const TileShape& tiles, const Sink& sink)
       : g_(geometry),
         round_(round),
         queries_(order + round * geometry.padded()),
         order_(order),
         key_slots_(key_slots),
+        inverse_norms_(inverse_norms),
         key_rows_(tiles.key_rows),
         sink_(sink) {}
 
@@ -101,23 +104,30 @@ class LshRoundPlan {
     return row == kPaddingSlot ? 0 : row;  // padding packs row 0's key, never attended
   }
   index_t key_order(index_t /*head*/) const { return 0; }
+  T key_scale(index_t /*head*/, index_t position) const {
+    const std::int32_t row = key_slots_[position];
+    return row == kPaddingSlot ? T(0) : inverse_norms_[row];
+  }
 
-  /// The chunks of the windows of query positions [q_begin, q_end), chunk by chunk and split
-  /// at panel boundaries. A chunk needs the mask when some query of the range does not have it
-  /// in its window (a range straddling two chunks), when it may hold the query's own row (its
-  /// own chunk, or any chunk of another round: the self penalty), when it holds padding, and
-  /// always when causal (rows in sorted order are not in position order).
+  /// The windows of query positions [q_begin, q_end) as one key range, split at panel
+  /// boundaries, so the window's chunks share one score tile and one pass of the value
+  /// accumulation (separate chunk tiles ran 10% slower). A piece needs the mask when one of
+  /// its chunks does: when some query of the range does not have it in its window (a range
+  /// straddling two chunks), when it may hold the query's own row (its own chunk, or any chunk
+  /// of another round: the self penalty), when it holds padding, and always when causal (rows
+  /// in sorted order are not in position order).
   template <class Visit>
   void for_each_key_tile(index_t /*head*/, index_t q_begin, index_t q_end, Visit&& visit) const {
     const index_t first = q_begin / g_.chunk, last = (q_end - 1) / g_.chunk;
-    for (index_t kc = first; kc < last + g_.window(); ++kc) {
-      const bool needs_mask = g_.causal || kc < last || kc >= first + g_.window() || may_hold_row_or_padding(kc, first, last);
-      const index_t end = (kc + 1) * g_.chunk;
-      for (index_t begin = kc * g_.chunk; begin < end;) {
-        const index_t stop = std::min(end, (begin / key_rows_ + 1) * key_rows_);
-        visit(KeyTile{begin, stop, needs_mask});
-        begin = stop;
+    const index_t end = (last + g_.window()) * g_.chunk;
+    for (index_t begin = first * g_.chunk; begin < end;) {
+      const index_t stop = std::min(end, (begin / key_rows_ + 1) * key_rows_);
+      bool needs_mask = g_.causal;
+      for (index_t kc = begin / g_.chunk; kc <= (stop - 1) / g_.chunk && !needs_mask; ++kc) {
+        needs_mask = kc < last || kc >= first + g_.window() || may_hold_row_or_padding(kc, first, last);
       }
+      visit(KeyTile{begin, stop, needs_mask});
+      begin = stop;
     }
   }
 
@@ -175,6 +185,7 @@ class LshRoundPlan {
   const std::int32_t* queries_ = nullptr;  // the round's slots
   const std::int32_t* order_ = nullptr;
   std::int32_t* key_slots_ = nullptr;
+  const T* inverse_norms_ = nullptr;
   index_t key_rows_ = 1;
   Sink sink_{};
 };
@@ -183,20 +194,20 @@ class LshRoundPlan {
 /// benchmarks' split; timing adds one barrier per phase). Attention includes the streamed
 /// merge of rounds in the driver's sink.
 struct LshPhaseTimes {
-  double hashing = 0;  // rotations, GEMM, argmax, key normalisation
+  double hashing = 0;  // rotations, GEMM, argmax, key norms
   double sorting = 0;
   double attention = 0;
 };
 
-/// Runs one LSH call in one parallel region. Per (batch, head): the team hashes and
-/// normalises the rows (blocks of kHashRows), sorts each round (one round per item), then for
+/// Runs one LSH call in one parallel region. Per (batch, head): the team hashes the rows and
+/// takes their norms (blocks of kHashRows), sorts each round (one round per item), then for
 /// each round the leader builds that round's plan and TiledPass (the leader, so the K/V
 /// panels stay in one thread's scratch) and the team runs it. Every row's rounds are merged in
 /// round order, every output row is computed by one thread in a fixed order: results do not
 /// depend on the thread count.
 /// Extra memory (T = float, n = 65536, R = 8, D = Dv = 64): panels (n + 2 chunks) (D + Dv)
-/// elements (32 MiB), normalised keys n D (16 MiB), ids and sorted order R n int32 each
-/// (2 + 2 MiB), the rotations, and without a requested lse a running lse of n.
+/// elements (32 MiB), ids and sorted order R n int32 each (2 + 2 MiB), n inverse norms, the
+/// rotations, and without a requested lse a running lse of n.
 template <class T>
 class LshPlan {
  public:
@@ -216,13 +227,12 @@ class LshPlan {
     std::vector<std::int32_t> key_slots(static_cast<std::size_t>((g_.chunks + g_.before + g_.after) * g_.chunk));
     std::int32_t* ids = attnkit::detail::thread_scratch<struct LshIdsTag, std::int32_t>(g_.rounds * n);
     std::int32_t* order = attnkit::detail::thread_scratch<struct LshOrderTag, std::int32_t>(slots);
-    T* keys = attnkit::detail::thread_scratch<struct LshKeysTag, T>(n * dim);
+    T* norms_inverse = attnkit::detail::thread_scratch<struct LshInverseNormsTag, T>(n);
     T* running_lse = call.lse == nullptr ? attnkit::detail::thread_scratch<struct LshRunningLseTag, T>(n) : nullptr;
     if (!g_.hashed) {
       for (index_t i = 0; i < n; ++i) order[i] = static_cast<std::int32_t>(i);
     }
     const AttentionShape head_shape{1, 1, 1, n, n, dim, shape.value_dim};
-    const TensorView<const T> head_keys = bhld(static_cast<const T*>(keys), 1, 1, n, dim);
     const index_t blocks = attnkit::detail::ceil_div(n, kHashRows);
 
     LshRoundPlan<T> round_plan;
@@ -253,7 +263,7 @@ class LshPlan {
               hash_rows<T>(x, x_stride, first, last, dim, rotations.data() + h * dim * width, layout_, g_.rounds, n, ids,
                            rotated);
             }
-            normalise_rows<T>(x, x_stride, first, last, dim, keys);
+            inverse_norms<T>(x, x_stride, first, last, dim, norms_inverse);
           });
           mark(&LshPhaseTimes::hashing);
           if (g_.hashed) {
@@ -263,9 +273,10 @@ class LshPlan {
             });
           }
           mark(&LshPhaseTimes::sorting);
+          const TensorView<const T> head_x(x, {1, 1, n, dim}, call.q.strides());
           const AttentionCall<T> head_call{head_shape,
-                                           TensorView<const T>(x, {1, 1, n, dim}, call.q.strides()),
-                                           head_keys,
+                                           head_x,
+                                           head_x,
                                            TensorView<const T>(call.v.row(b, h, 0), {1, 1, n, shape.value_dim}, call.v.strides()),
                                            TensorView<T>(call.out.row(b, h, 0), {1, 1, n, shape.value_dim}, call.out.strides()),
                                            nullptr,
@@ -277,7 +288,7 @@ class LshPlan {
           for (index_t r = 0; r < g_.rounds; ++r) {
             team.leader([&] {
               pass.reset();
-              round_plan = LshRoundPlan<T>(g_, r, order, key_slots.data(), tiles_, sink);
+              round_plan = LshRoundPlan<T>(g_, r, order, key_slots.data(), norms_inverse, tiles_, sink);
               round_plan.fill_key_slots();
               pass.emplace(head_call, round_plan, tiles_);
             });

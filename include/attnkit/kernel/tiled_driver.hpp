@@ -264,8 +264,13 @@ class TiledPass {
         const index_t* heads = grouped.heads.data() + grouped.begin[order];
         const index_t head_count = grouped.begin[order + 1] - grouped.begin[order];
         team.for_each_static(panels_.tile_count(), [&](index_t tile) {
-          panels_.pack_tile(call_.k, b, kv_head, tile,
-                            [&](index_t position) { return attnkit::key_row(plan_, heads[0], position); });
+          const auto key_row = [&](index_t position) { return attnkit::key_row(plan_, heads[0], position); };
+          if constexpr (ScaledKeyPlan<Plan>) {
+            panels_.pack_tile(call_.k, b, kv_head, tile, key_row,
+                              [&](index_t position) { return plan_.key_scale(heads[0], position); });
+          } else {
+            panels_.pack_tile(call_.k, b, kv_head, tile, key_row, UnitKeys{});
+          }
         });
         const std::vector<index_t> items = detail::heaviest_first(heads, head_count, query_tiles_, tile_work_);
         team.for_each_dynamic(static_cast<index_t>(items.size()), [&](index_t e) {

@@ -17,8 +17,11 @@ namespace detail {
 #if defined(__AVX512F__)
 /// Transposes the 16 x 16 float block src[r][0 .. 16) (r < 16) into dst + c * dst_stride,
 /// c < 16, in registers: 32 in-lane unpacks and 32 128-bit lane shuffles instead of 256
-/// scalar moves. Stage by stage, element (r, c) moves through the bits of r and c.
-inline void transpose_16x16(const float* const* src, index_t col, float* dst, index_t dst_stride) {
+/// scalar moves. Stage by stage, element (r, c) moves through the bits of r and c. Each
+/// output line (one column, 16 rows) is multiplied by `scale` (row r's factor in lane r) when
+/// kScaled.
+template <bool kScaled>
+void transpose_16x16(const float* const* src, index_t col, float* dst, index_t dst_stride, __m512 scale) {
   __m512 r[16], t[16];
   for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src[i] + col);
   for (int i = 0; i < 16; i += 2) {  // interleave pairs of rows: 2 x 2 blocks
@@ -47,34 +50,55 @@ inline void transpose_16x16(const float* const* src, index_t col, float* dst, in
     r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
     r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
   }
-  for (int c = 0; c < 16; ++c) _mm512_storeu_ps(dst + c * dst_stride, r[c]);
+  for (int c = 0; c < 16; ++c) _mm512_storeu_ps(dst + c * dst_stride, kScaled ? _mm512_mul_ps(r[c], scale) : r[c]);
 }
 #endif
 
 }  // namespace detail
 
 /// dst[d * dst_stride + c] = row(c)[d] for c < rows, d < cols: rows of K become columns of a
-/// K^T panel. Works in blocks of kWidth rows so that each destination line is filled by
-/// consecutive stores while the source rows stay in L1; with AVX-512, full 16 x 16 float
-/// blocks are transposed in registers (6% of a sliding-window call when done element-wise).
-template <class T, class RowPointer>
-void transpose_rows(index_t rows, index_t cols, RowPointer&& row, T* dst, index_t dst_stride) {
+/// K^T panel, each times row_scale(c) unless row_scale is Unscaled (LSH's unit-normalised
+/// keys, scaled in registers on the way). Works in blocks of kWidth rows so that each
+/// destination line is filled by consecutive stores while the source rows stay in L1; with
+/// AVX-512, full 16 x 16 float blocks are transposed in registers (6% of a sliding-window call
+/// when done element-wise).
+struct Unscaled {};
+template <class T, class RowPointer, class RowScale = Unscaled>
+void transpose_rows(index_t rows, index_t cols, RowPointer&& row, T* dst, index_t dst_stride, RowScale&& row_scale = {}) {
   constexpr index_t kBlock = static_cast<index_t>(kWidth<T>);
+  constexpr bool kScaled = !std::is_same_v<std::remove_cvref_t<RowScale>, Unscaled>;
   for (index_t c0 = 0; c0 < rows; c0 += kBlock) {
     const index_t block = rows - c0 < kBlock ? rows - c0 : kBlock;
     const T* sources[kBlock];
-    for (index_t c = 0; c < block; ++c) sources[c] = row(c0 + c);
+    alignas(64) T scales[kBlock];
+    for (index_t c = 0; c < block; ++c) {
+      sources[c] = row(c0 + c);
+      if constexpr (kScaled) {
+        scales[c] = static_cast<T>(row_scale(c0 + c));
+      } else {
+        scales[c] = T(1);
+      }
+    }
     index_t d = 0;
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<T, float> && kBlock == 16) {
       if (block == kBlock) {
-        for (; d + 16 <= cols; d += 16) detail::transpose_16x16(sources, d, dst + d * dst_stride + c0, dst_stride);
+        const __m512 scale = _mm512_load_ps(scales);
+        for (; d + 16 <= cols; d += 16) {
+          detail::transpose_16x16<kScaled>(sources, d, dst + d * dst_stride + c0, dst_stride, scale);
+        }
       }
     }
 #endif
     for (; d < cols; ++d) {
       T* out = dst + d * dst_stride + c0;
-      for (index_t c = 0; c < block; ++c) out[c] = sources[c][d];
+      for (index_t c = 0; c < block; ++c) {
+        if constexpr (kScaled) {
+          out[c] = sources[c][d] * scales[c];
+        } else {
+          out[c] = sources[c][d];
+        }
+      }
     }
   }
 }
