@@ -464,6 +464,11 @@ TEST(Lsh, LargeLogitsAndZeroRowsStayFinite) {
   auto p = lsh_problem<float>(1, 1, 300, 16, 16, InputSet::kNormal, 15);
   for (float& x : p.q.data) x *= 1e4f;
   for (index_t d = 0; d < 16; ++d) p.q.at(0, 0, 7, d) = 0.0f;  // a zero row: its key is 0
+  Tensor<float> huge_out(1, 1, 300, 16, Layout::kBHLD);
+  auto huge = p;
+  for (index_t d = 0; d < 16; ++d) huge.q.at(0, 0, 9, d) = 1e30f;  // ||x||^2 overflows float: a zero row
+  attention(lsh, huge.q.cview(), huge.q.cview(), huge.v.cview(), huge_out.view);
+  for (float x : huge_out.data) ASSERT_TRUE(std::isfinite(x));
   Tensor<float> out(1, 1, 300, 16, Layout::kBHLD), ref = out;
   attention(lsh, p.q.cview(), p.q.cview(), p.v.cview(), out.view);
   reference::attention(lsh, p.q.cview(), p.q.cview(), p.v.cview(), ref.view);

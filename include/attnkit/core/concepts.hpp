@@ -121,6 +121,17 @@ concept ScaledKeyPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t 
   { plan.key_scale(head, position) } -> std::convertible_to<double>;
 };
 
+/// A ScaledKeyPlan whose queries are its keys (LSH's shared query-key vectors): query
+/// position p holds the row packed at key position p + query_key_offset(head), so the
+/// driver reads a tile's queries back from the packed K^T panel (already in cache for the
+/// tile's scores) times query_scale(head, p) (undoing the key scale) instead of gathering
+/// them from Q.
+template <class Plan>
+concept SharedQueryKeyPlan = ScaledKeyPlan<Plan> && requires(const Plan& plan, index_t head, index_t position) {
+  { plan.query_key_offset(head) } -> std::same_as<index_t>;
+  { plan.query_scale(head, position) } -> std::convertible_to<double>;
+};
+
 /// A KeyTilePlan that adds a finite bias to some scores (LSH's self penalty): on every tile
 /// that needs a mask, after exclude(), add_bias(head, position, tile, scores, unit) adds
 /// unit * bias to scores[c] for key tile.begin + c (unit converts natural-log logits to the

@@ -67,6 +67,18 @@ class KeyValuePanels {
   index_t value_vectors() const { return value_stride_ / static_cast<index_t>(simd::kWidth<T>); }
   const T* key_panel(index_t tile) const { return keys_ + tile * key_rows_ * head_dim_; }
 
+  /// rows[c * head_dim + d] = the packed key at position first + c, element d, for c < count:
+  /// keys read back out of the K^T panels (a SharedQueryKeyPlan's queries).
+  void unpack_keys(index_t first, index_t count, T* rows) const {
+    for (index_t begin = first; begin < first + count;) {
+      const index_t tile = begin / key_rows_, end = std::min(first + count, (tile + 1) * key_rows_);
+      const T* panel = key_panel(tile) + (begin - tile * key_rows_);
+      simd::transpose_rows(head_dim_, end - begin, [&](index_t d) { return panel + d * key_rows_; },
+                           rows + (begin - first) * head_dim_, head_dim_);
+      begin = end;
+    }
+  }
+
   ValueRows<T> value_rows(index_t b, index_t h, index_t first_key) const {
     if (values_in_place_) return ValueRows<T>{v_.row(b, h, first_key), v_.stride(kSeq)};
     return ValueRows<T>{values_ + first_key * value_stride_, value_stride_};

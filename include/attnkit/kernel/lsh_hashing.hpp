@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -105,15 +106,19 @@ void hash_rows(const T* x, index_t x_stride, index_t first, index_t last, index_
   }
 }
 
-/// inverse[i] = 1 / ||x_i|| for rows [first, last), 0 for a zero row (SPEC.md step 4's guard):
-/// the scale of the unit-normalised key k_i = x_i / ||x_i||.
+/// norms[i] = ||x_i|| and inverse[i] = 1 / ||x_i|| for rows [first, last): the scale of the
+/// unit-normalised key k_i = x_i / ||x_i|| and the factor that turns it back into the query
+/// x_i. A zero row (SPEC.md step 4's guard), or one whose squared norm overflows T (entries
+/// near sqrt of T's largest value), gets 0 for both: a zero key and a zero query.
 template <class T>
-void inverse_norms(const T* x, index_t x_stride, index_t first, index_t last, index_t dim, T* inverse) {
+void row_norms(const T* x, index_t x_stride, index_t first, index_t last, index_t dim, T* norms, T* inverse) {
   for (index_t i = first; i < last; ++i) {
     const T* row = x + i * x_stride;
     T squares = 0;
     for (index_t d = 0; d < dim; ++d) squares += row[d] * row[d];
-    inverse[i] = squares > T(0) ? T(1) / std::sqrt(squares) : T(0);
+    const bool usable = squares > T(0) && squares <= std::numeric_limits<T>::max();
+    norms[i] = usable ? std::sqrt(squares) : T(0);
+    inverse[i] = usable ? T(1) / norms[i] : T(0);
   }
 }
 

@@ -52,15 +52,15 @@ struct LshGeometry {
   index_t window_slots() const { return window() * chunk; }
 };
 
-/// One round of one (batch, head) as the tiled driver sees it (a PositionedPlan, ScaledKeyPlan,
-/// BiasedPlan and SinkingPlan). Query positions are the round's n occurrences (its first n slots); key
+/// One round of one (batch, head) as the tiled driver sees it (a PositionedPlan,
+/// SharedQueryKeyPlan, BiasedPlan and SinkingPlan). Query positions are the round's n occurrences (its first n slots); key
 /// positions are the slots its windows reach: the before chunks preceding the round, its
 /// own chunks, and the after chunks following it, circularly, so the window of the round's
 /// chunk l is key positions [l c, (l + window) c) and a chunk reached twice appears twice.
 ///   order: the call's sorted sequence, R * padded slots (a row, or kPaddingSlot);
 ///   key_slots: key_positions() entries, filled by fill_key_slots();
-///   inverse_norms: 1 / ||x_i|| per row, the keys' scale (keys are x's rows, normalised as
-///   they are packed);
+///   norms, inverse_norms: ||x_i|| and 1 / ||x_i|| per row: keys are x's rows normalised as
+///   they are packed, and queries those keys read back and scaled by the norm;
 ///   results go to out (row i at out + i * out_stride) and lse, the first round's copied,
 ///   later rounds' folded in by merge_partial.
 template <class T>
@@ -76,12 +76,13 @@ class LshRoundPlan {
 
   LshRoundPlan() = default;
   LshRoundPlan(const LshGeometry& geometry, index_t round, const std::int32_t* order, std::int32_t* key_slots,
-               const T* inverse_norms, const TileShape& tiles, const Sink& sink)
+               const T* norms, const T* inverse_norms, const TileShape& tiles, const Sink& sink)
       : g_(geometry),
         round_(round),
         queries_(order + round * geometry.padded()),
         order_(order),
         key_slots_(key_slots),
+        norms_(norms),
         inverse_norms_(inverse_norms),
         key_rows_(tiles.key_rows),
         sink_(sink) {}
@@ -108,6 +109,9 @@ class LshRoundPlan {
     const std::int32_t row = key_slots_[position];
     return row == kPaddingSlot ? T(0) : inverse_norms_[row];
   }
+  /// The round's occurrences are its own chunks' slots, which follow the before chunks.
+  index_t query_key_offset(index_t /*head*/) const { return g_.before * g_.chunk; }
+  T query_scale(index_t /*head*/, index_t position) const { return norms_[queries_[position]]; }
 
   /// The windows of query positions [q_begin, q_end) as one key range, split at panel
   /// boundaries, so the window's chunks share one score tile and one pass of the value
@@ -185,6 +189,7 @@ class LshRoundPlan {
   const std::int32_t* queries_ = nullptr;  // the round's slots
   const std::int32_t* order_ = nullptr;
   std::int32_t* key_slots_ = nullptr;
+  const T* norms_ = nullptr;
   const T* inverse_norms_ = nullptr;
   index_t key_rows_ = 1;
   Sink sink_{};
@@ -206,7 +211,7 @@ struct LshPhaseTimes {
 /// round order, every output row is computed by one thread in a fixed order: results do not
 /// depend on the thread count.
 /// Extra memory (T = float, n = 65536, R = 8, D = Dv = 64): panels (n + 2 chunks) (D + Dv)
-/// elements (32 MiB), ids and sorted order R n int32 each (2 + 2 MiB), n inverse norms, the
+/// elements (32 MiB), ids and sorted order R n int32 each (2 + 2 MiB), 2 n norms, the
 /// rotations, and without a requested lse a running lse of n.
 template <class T>
 class LshPlan {
@@ -227,6 +232,7 @@ class LshPlan {
     std::vector<std::int32_t> key_slots(static_cast<std::size_t>((g_.chunks + g_.before + g_.after) * g_.chunk));
     std::int32_t* ids = attnkit::detail::thread_scratch<struct LshIdsTag, std::int32_t>(g_.rounds * n);
     std::int32_t* order = attnkit::detail::thread_scratch<struct LshOrderTag, std::int32_t>(slots);
+    T* norms = attnkit::detail::thread_scratch<struct LshNormsTag, T>(n);
     T* norms_inverse = attnkit::detail::thread_scratch<struct LshInverseNormsTag, T>(n);
     T* running_lse = call.lse == nullptr ? attnkit::detail::thread_scratch<struct LshRunningLseTag, T>(n) : nullptr;
     if (!g_.hashed) {
@@ -263,7 +269,7 @@ class LshPlan {
               hash_rows<T>(x, x_stride, first, last, dim, rotations.data() + h * dim * width, layout_, g_.rounds, n, ids,
                            rotated);
             }
-            inverse_norms<T>(x, x_stride, first, last, dim, norms_inverse);
+            row_norms<T>(x, x_stride, first, last, dim, norms, norms_inverse);
           });
           mark(&LshPhaseTimes::hashing);
           if (g_.hashed) {
@@ -288,7 +294,7 @@ class LshPlan {
           for (index_t r = 0; r < g_.rounds; ++r) {
             team.leader([&] {
               pass.reset();
-              round_plan = LshRoundPlan<T>(g_, r, order, key_slots.data(), norms_inverse, tiles_, sink);
+              round_plan = LshRoundPlan<T>(g_, r, order, key_slots.data(), norms, norms_inverse, tiles_, sink);
               round_plan.fill_key_slots();
               pass.emplace(head_call, round_plan, tiles_);
             });

@@ -136,13 +136,23 @@ void process_query_tile(const AttentionCall<T>& call, const Plan& plan, const Ti
   // Q rows scaled by sigma * log2(e): scores come out in base 2 (SPEC.md section 1).
   const T q_scale = call.scale * kLog2e;
   T* queries = work.queries;
-  for (index_t r = 0; r < rows; ++r) {
-    work.query_rows[static_cast<std::size_t>(r)] = attnkit::query_row(plan, h, q_begin + r);
-    const T* q = call.q.row(b, h, work.query_rows[static_cast<std::size_t>(r)]);
-    for (index_t d = 0; d < head_dim; ++d) queries[r * head_dim + d] = q[d] * q_scale;
+  for (index_t r = 0; r < rows; ++r) work.query_rows[static_cast<std::size_t>(r)] = attnkit::query_row(plan, h, q_begin + r);
+  if constexpr (SharedQueryKeyPlan<Plan>) {
+    // The queries are keys of this tile's own windows: read them back from the panels, which
+    // the scores read next, instead of gathering rows from Q.
+    panels.unpack_keys(plan.query_key_offset(h) + q_begin, rows, queries);
+    for (index_t r = 0; r < rows; ++r) {
+      const T scale = static_cast<T>(plan.query_scale(h, q_begin + r)) * q_scale;
+      for (index_t d = 0; d < head_dim; ++d) queries[r * head_dim + d] *= scale;
+    }
+  } else {
+    for (index_t r = 0; r < rows; ++r) {
+      const T* q = call.q.row(b, h, work.query_rows[static_cast<std::size_t>(r)]);
+      for (index_t d = 0; d < head_dim; ++d) queries[r * head_dim + d] = q[d] * q_scale;
+    }
   }
   std::fill(queries + rows * head_dim, queries + padded_rows * head_dim, T(0));
-  if constexpr (ReorderingPlan<Plan>) {
+  if constexpr (ReorderingPlan<Plan> && !SharedQueryKeyPlan<Plan>) {
     // Gathered rows (LSH's sorted occurrences, dilated residue classes) come from anywhere in
     // Q, out of the hardware prefetcher's reach: fetch the next tile's (this thread's likely
     // next item) while this one computes.

@@ -94,7 +94,8 @@ class LshBucketIds {
 ///   seed, layer: key the rotations' generator; rotations: empty (drawn: N(0, 1) entries from
 ///     kernel::rotation_entry, keyed by seed, layer, head and round), or given floats
 ///     [P][D][R][columns] (HF's random_rotations layout; P = 1 shared, or one per head).
-/// Honest limits: Lq = Lk = n < 2^31; no key padding (Options::key_lengths) and no GQA.
+/// Honest limits: Lq = Lk = n < 2^31; no key padding (Options::key_lengths) and no GQA; a row
+/// whose squared norm is 0, NaN or beyond T's range acts as a zero vector (key and query).
 /// HF and trax checkpoints: they scale keys to x / sqrt(||x||^2 + D 1e-6) and use no further
 /// scale, so Options::scale = 1 reproduces their logits (see the README).
 struct Lsh {
