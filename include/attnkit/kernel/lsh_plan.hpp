@@ -27,7 +27,7 @@ inline constexpr double kLshSelfPenalty = -1e5;
 
 /// The sorted sequence of one call. Each round's n occurrences, sorted by (bucket, row), fill
 /// `chunks` chunks of `chunk` slots, the last padded past n with slots that hold no row; the
-/// rounds follow each other, R chunks * chunk slots in all. The slot at t of the sequence
+/// rounds follow each other, R chunks chunk slots in all. The slot at t of the sequence
 /// attends the chunks before ... after of its own, counted circularly over all R chunks
 /// chunks (a chunk met twice when there are fewer than window() chunks counts twice).
 /// Under SPEC.md's n <= c rule: one round, one chunk of n rows in their own order, and a
@@ -53,10 +53,11 @@ struct LshGeometry {
 };
 
 /// One round of one (batch, head) as the tiled driver sees it (a PositionedPlan,
-/// SharedQueryKeyPlan, BiasedPlan and SinkingPlan). Query positions are the round's n occurrences (its first n slots); key
-/// positions are the slots its windows reach: the before chunks preceding the round, its
-/// own chunks, and the after chunks following it, circularly, so the window of the round's
-/// chunk l is key positions [l c, (l + window) c) and a chunk reached twice appears twice.
+/// SharedQueryKeyPlan, BiasedPlan and SinkingPlan). Query positions are the round's n
+/// occurrences (its first n slots); key positions are the slots its windows reach: the
+/// before chunks preceding the round, its own chunks, and the after chunks following it,
+/// circularly, so the window of the round's chunk l is key positions [l c, (l + window) c)
+/// and a chunk reached twice appears twice.
 ///   order: the call's sorted sequence, R * padded slots (a row, or kPaddingSlot);
 ///   key_slots: key_positions() entries, filled by fill_key_slots();
 ///   norms, inverse_norms: ||x_i|| and 1 / ||x_i|| per row: keys are x's rows normalised as
