@@ -1,9 +1,10 @@
 // parallel::Team and resolve_threads: every loop visits each item exactly once, single() runs
-// its body once per team, small calls and calls from a caller's own region stay on one thread.
+// its body once per team, leader() once on the calling thread, small calls and calls from a caller's own region stay on one thread.
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
 #include <vector>
 
 #include "attnkit/parallel/team.hpp"
@@ -46,6 +47,32 @@ TEST(Team, SingleIsFollowedByABarrier) {
 #else
   EXPECT_EQ(saw.load(), 1);
 #endif
+}
+
+/// leader() runs its body once, always on the thread that opened the region, and every
+/// member sees what it built afterwards.
+TEST(Team, LeaderRunsOnTheCallingThreadAndIsFollowedByABarrier) {
+  const std::thread::id caller = std::this_thread::get_id();
+  for (const int threads : {1, 2, 3}) {
+    SCOPED_TRACE(threads);
+    for (int repeat = 0; repeat < 20; ++repeat) {
+      int shared = 0;
+      std::atomic<int> runs{0}, saw{0}, members{0};
+      std::atomic<bool> on_caller{true};
+      parallel_region(threads, [&](Team& team) {
+        members.fetch_add(1);
+        team.leader([&] {
+          runs.fetch_add(1);
+          on_caller = on_caller && std::this_thread::get_id() == caller;
+          shared = 42;
+        });
+        if (shared == 42) saw.fetch_add(1);
+      });
+      ASSERT_EQ(runs.load(), 1);
+      ASSERT_TRUE(on_caller.load());
+      ASSERT_EQ(saw.load(), members.load());
+    }
+  }
 }
 
 TEST(ResolveThreads, SmallCallsAndNestedCallsStayOnOneThread) {
