@@ -33,6 +33,17 @@ inline double median(std::vector<double> values) {
   return values.size() % 2 == 1 ? values[m] : 0.5 * (values[m - 1] + values[m]);
 }
 
+/// Counters of one side of a paired benchmark (its calls alternating with full attention's):
+/// <tag>_s (median seconds), <tag>_speedup (median per-pair ratio), _speedup_min, _speedup_max.
+inline void set_paired_counters(benchmark::State& state, const std::string& tag, const std::vector<double>& seconds,
+                                const std::vector<double>& speedups) {
+  const auto [lo, hi] = std::minmax_element(speedups.begin(), speedups.end());
+  state.counters[tag + "_s"] = median(seconds);
+  state.counters[tag + "_speedup"] = median(speedups);
+  state.counters[tag + "_speedup_min"] = *lo;
+  state.counters[tag + "_speedup_max"] = *hi;
+}
+
 inline std::vector<index_t> sizes(index_t first, index_t last) {
   std::vector<index_t> result;
   for (index_t n = first; n <= last; n *= 2) result.push_back(n);

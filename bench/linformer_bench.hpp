@@ -110,14 +110,7 @@ inline void register_linformer_benchmarks(Registry& registry, int threads, index
     }
     state.counters["pairs"] = static_cast<double>(full_times.size());
     state.counters["full_s"] = median(full_times);
-    for (const index_t kp : kLinformerKps) {
-      const std::string tag = "kp" + std::to_string(kp);
-      const auto [lo, hi] = std::minmax_element(speedups[kp].begin(), speedups[kp].end());
-      state.counters[tag + "_s"] = median(times[kp]);
-      state.counters[tag + "_speedup"] = median(speedups[kp]);
-      state.counters[tag + "_speedup_min"] = *lo;
-      state.counters[tag + "_speedup_max"] = *hi;
-    }
+    for (const index_t kp : kLinformerKps) set_paired_counters(state, "kp" + std::to_string(kp), times[kp], speedups[kp]);
     state.counters["flop"] = Full{}.cost({1, kHeads, kHeads, n, n, kDim, kDim}).flops;
   });
   for (index_t n : sizes(1024, max_n)) family->Arg(n);
@@ -126,14 +119,7 @@ inline void register_linformer_benchmarks(Registry& registry, int threads, index
 
   registry.add_section([=](std::ostream& out, const ReportData& data) {
     const auto at = [&](const std::string& name, index_t n) { return detail::find_point(data.points, name, n); };
-    const auto counter = [&](index_t n, const std::string& name) -> std::optional<double> {
-      for (const auto& run : data.runs) {
-        if (run.run_name.function_name == paired && run.run_name.args == std::to_string(n) && run.counters.count(name)) {
-          return run.counters.at(name).value;
-        }
-      }
-      return std::nullopt;
-    };
+    const auto counter = [&](index_t n, const std::string& name) { return detail::find_counter(data.runs, paired, n, name); };
     // arXiv 2006.04768, Table 3 (inference time saved over a standard Transformer, V100): the
     // two k = 256 entries PERF.md and issue 8 quote.
     const std::map<index_t, double> paper_kp256{{16384, 7.8}, {65536, 18.0}};
@@ -150,15 +136,11 @@ inline void register_linformer_benchmarks(Registry& registry, int threads, index
         const Point* call = at("attnkit/linformer_" + tag + suffix, n);
         const Point* projection = at("linformer_projection/" + tag + suffix, n);
         const Point* attention_part = at("linformer_attention/" + tag + suffix, n);
-        const auto speedup = counter(n, tag + "_speedup");
         out << "| " << n << " | " << kp << " | " << (call ? detail::fixed(call->seconds * 1e3, 2) : "-") << " | "
             << (projection ? detail::fixed(projection->seconds * 1e3, 2) : "-") << " | "
             << (attention_part ? detail::fixed(attention_part->seconds * 1e3, 2) : "-") << " | "
             << (call ? detail::fixed(call->gflops(), 1) : "-") << " | "
-            << (speedup ? detail::fixed(*speedup, 1) + "x [" + detail::fixed(*counter(n, tag + "_speedup_min"), 1) + ", " +
-                              detail::fixed(*counter(n, tag + "_speedup_max"), 1) + "] of " +
-                              detail::fixed(*counter(n, "pairs"), 0)
-                        : "-")
+            << detail::paired_speedup(data.runs, paired, n, tag)
             << " | " << (kp == 256 && paper_kp256.count(n) ? detail::fixed(paper_kp256.at(n), 1) + "x" : "-") << " |\n";
       }
     }

@@ -189,11 +189,7 @@ inline void register_lsh_benchmarks(Registry& registry, int threads, index_t max
     state.counters["full_s"] = median(full_times);
     for (const index_t rounds : kLshRounds) {
       const std::string tag = "r" + std::to_string(rounds);
-      const auto [lo, hi] = std::minmax_element(speedups[rounds].begin(), speedups[rounds].end());
-      state.counters[tag + "_s"] = median(times[rounds]);
-      state.counters[tag + "_speedup"] = median(speedups[rounds]);
-      state.counters[tag + "_speedup_min"] = *lo;
-      state.counters[tag + "_speedup_max"] = *hi;
+      set_paired_counters(state, tag, times[rounds], speedups[rounds]);
       state.counters[tag + "_efficiency"] = median(efficiencies[rounds]);
     }
     state.counters["flop"] = full_flops;
@@ -230,17 +226,8 @@ inline void register_lsh_benchmarks(Registry& registry, int threads, index_t max
   registry.add_section([=](std::ostream& out, const ReportData& data) {
     using detail::fixed;
     const auto at = [&](const std::string& name, index_t n) { return detail::find_point(data.points, name, n); };
-    const auto counter = [&](const std::string& function, index_t n, const std::string& counter_name) -> std::optional<double> {
-      for (const auto& run : data.runs) {
-        const bool aggregate_or_single = run.run_type == benchmark::BenchmarkReporter::Run::RT_Iteration
-                                             ? run.repetitions <= 1
-                                             : run.aggregate_name == "median";
-        if (run.run_name.function_name == function && run.run_name.args == std::to_string(n) && aggregate_or_single &&
-            run.counters.count(counter_name)) {
-          return run.counters.at(counter_name).value;
-        }
-      }
-      return std::nullopt;
+    const auto counter = [&](const std::string& function, index_t n, const std::string& name) {
+      return detail::find_counter(data.runs, function, n, name);
     };
     const auto ms = [](std::optional<double> value) { return value ? fixed(*value, 2) : std::string("-"); };
     out << "\n## Reformer LSH (issue 9): H = 8, D = Dv = 64, chunk 64, one chunk before, " << threads
@@ -259,7 +246,6 @@ inline void register_lsh_benchmarks(Registry& registry, int threads, index_t max
         const Point* call = at("attnkit/lsh_" + tag + suffix, n);
         const std::string phases = "lsh_phases/" + tag + suffix;
         const Point* merge = rounds > 1 ? at("lsh_merge/" + tag + "/D:64/threads:1", n) : nullptr;
-        const auto speedup = counter(paired, n, tag + "_speedup");
         const auto efficiency = counter(paired, n, tag + "_efficiency");
         std::string factors;
         for (index_t f : benchmark_lsh(rounds).bucket_factors(n)) factors += (factors.empty() ? "" : " x ") + std::to_string(f);
@@ -267,10 +253,7 @@ inline void register_lsh_benchmarks(Registry& registry, int threads, index_t max
             << ms(counter(phases, n, "hashing_ms")) << " | " << ms(counter(phases, n, "sorting_ms")) << " | "
             << ms(counter(phases, n, "attention_ms")) << " | " << (merge ? fixed(merge->seconds * 1e3, 2) : "-") << " | "
             << (call ? fixed(call->gflops(), 1) : "-") << " | "
-            << (speedup ? fixed(*speedup, 1) + "x [" + fixed(*counter(paired, n, tag + "_speedup_min"), 1) + ", " +
-                              fixed(*counter(paired, n, tag + "_speedup_max"), 1) + "] of " +
-                              fixed(*counter(paired, n, "pairs"), 0)
-                        : "-")
+            << detail::paired_speedup(data.runs, paired, n, tag)
             << " | " << (efficiency ? fixed(100 * *efficiency, 1) + "%" : "-") << " |\n";
       }
     }

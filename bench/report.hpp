@@ -149,6 +149,32 @@ inline std::string fixed(double value, int digits) {
   return out.str();
 }
 
+/// Counter `name` of family `function` at n (its median aggregate, or its single run).
+inline std::optional<double> find_counter(const std::vector<benchmark::BenchmarkReporter::Run>& runs,
+                                          const std::string& function, index_t n, const std::string& name) {
+  for (const auto& run : runs) {
+    const bool median_or_single = run.run_type == benchmark::BenchmarkReporter::Run::RT_Iteration
+                                      ? run.repetitions <= 1
+                                      : run.aggregate_name == "median";
+    if (run.run_name.function_name == function && run.run_name.args == std::to_string(n) && median_or_single &&
+        run.counters.count(name)) {
+      return run.counters.at(name).value;
+    }
+  }
+  return std::nullopt;
+}
+
+/// "12.3x [11.0, 14.1] of 5": a paired benchmark's median speedup for `tag` at n, its range
+/// and the number of pairs, or "-".
+inline std::string paired_speedup(const std::vector<benchmark::BenchmarkReporter::Run>& runs,
+                                  const std::string& function, index_t n, const std::string& tag) {
+  const auto speedup = find_counter(runs, function, n, tag + "_speedup");
+  if (!speedup) return "-";
+  return fixed(*speedup, 1) + "x [" + fixed(*find_counter(runs, function, n, tag + "_speedup_min"), 1) + ", " +
+         fixed(*find_counter(runs, function, n, tag + "_speedup_max"), 1) + "] of " +
+         fixed(*find_counter(runs, function, n, "pairs"), 0);
+}
+
 }  // namespace detail
 
 /// Writes the report: environment, roofs, one table per family (n, time, GFLOP/s, % of peak,

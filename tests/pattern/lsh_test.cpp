@@ -48,25 +48,16 @@ void expect_lsh_matches_reference(const Lsh& lsh, const testing::Problem<T>& p, 
   Tensor<T> lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD), ref_lse = lse;
   attention(lsh, p.q.cview(), p.q.cview(), p.v.cview(), out.view, lse.view, options);
   reference::attention(lsh, p.q.cview(), p.q.cview(), p.v.cview(), ref.view, ref_lse.view, options);
-  const double v_max = testing::max_abs(p.v);
+  Tensor<T> naive = out, naive_lse = lse;
   if constexpr (std::is_same_v<T, float>) {
-    Tensor<T> naive = out, naive_lse = lse;
     reference::detail::evaluate<float, float>(lsh, p.q.cview(), p.q.cview(), p.v.cview(), naive.view, &naive_lse.view,
                                               options);
-    const double kernel_error = testing::rms_difference(out, ref), naive_error = testing::rms_difference(naive, ref);
-    EXPECT_LE(kernel_error, 2 * naive_error + 1e-6) << "naive float RMS error " << naive_error;
-    // max |logit| <= max |lse| + 1e5 penalty-free bound: rows reach the penalty only alone,
-    // so use the largest lse above the penalty's range.
-    double largest_logit = 0;
-    for (double x : ref_lse.data) largest_logit = std::max(largest_logit, x > -5e4 ? std::abs(x) : 0.0);
-    const double logit_rounding = 4 * std::sqrt(static_cast<double>(s.head_dim)) * 0x1p-24 * largest_logit;
-    EXPECT_TRUE(testing::all_close(out, ref, testing::Tolerance{(2e-5 + logit_rounding) * v_max, 1e-4}));
-    const double naive_lse_error = testing::max_abs_difference(naive_lse, ref_lse);
-    EXPECT_TRUE(testing::all_close(lse, ref_lse, testing::Tolerance{2e-5 + 2 * naive_lse_error, 2e-5}));
-  } else {
-    EXPECT_TRUE(testing::all_close(out, ref, testing::Tolerance{1e-12 * v_max, 1e-12}));
-    EXPECT_TRUE(testing::all_close(lse, ref_lse, testing::Tolerance{1e-12, 1e-12}));
   }
+  // The largest logit: rows meet the -1e5 penalty only alone, so the largest |lse| above it.
+  double largest_logit = 0;
+  for (double x : ref_lse.data) largest_logit = std::max(largest_logit, x > -5e4 ? std::abs(x) : 0.0);
+  testing::expect_spec_accuracy<T>({out, ref, naive, lse, ref_lse, naive_lse}, testing::max_abs(p.v), s.head_dim,
+                                   largest_logit);
 }
 
 struct LshCase {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "support/test_data.hpp"
 
@@ -64,6 +65,39 @@ template <class T>
           }
         }
   return ::testing::AssertionSuccess();
+}
+
+/// The outputs and log-sum-exps of a kernel, its float64 reference and (float calls) a naive
+/// float evaluation of the same math.
+template <class T>
+struct Evaluations {
+  const Tensor<T>& out;
+  const Tensor<T>& ref;
+  const Tensor<T>& naive;
+  const Tensor<T>& lse;
+  const Tensor<T>& ref_lse;
+  const Tensor<T>& naive_lse;
+};
+
+/// SPEC.md section 11's rules for kinds whose logits can be large (Linformer's projected keys,
+/// the +1e4 offset set): float, an RMS error at most 2x the naive float evaluation's plus 1e-6,
+/// elementwise atol (2e-5 + 4 sqrt(D) u max|s|) scale (u = 2^-24; the rounding of a length-D
+/// float dot product of logits up to `largest_logit`) and rtol 1e-4, lse within 2e-5 plus
+/// twice the naive evaluation's worst lse error; double, rtol 1e-12 (atol 1e-12 scale).
+/// `scale` is the size of the outputs (max |V|, or max |F V| for Linformer).
+template <class T>
+void expect_spec_accuracy(const Evaluations<T>& e, double scale, index_t head_dim, double largest_logit) {
+  if constexpr (std::is_same_v<T, float>) {
+    const double kernel_error = rms_difference(e.out, e.ref), naive_error = rms_difference(e.naive, e.ref);
+    EXPECT_LE(kernel_error, 2 * naive_error + 1e-6) << "naive float RMS error " << naive_error;
+    const double logit_rounding = 4 * std::sqrt(static_cast<double>(head_dim)) * 0x1p-24 * largest_logit;
+    EXPECT_TRUE(all_close(e.out, e.ref, Tolerance{(2e-5 + logit_rounding) * scale, 1e-4}));
+    const double naive_lse_error = max_abs_difference(e.naive_lse, e.ref_lse);
+    EXPECT_TRUE(all_close(e.lse, e.ref_lse, Tolerance{2e-5 + 2 * naive_lse_error, 2e-5}));
+  } else {
+    EXPECT_TRUE(all_close(e.out, e.ref, Tolerance{1e-12 * scale, 1e-12}));
+    EXPECT_TRUE(all_close(e.lse, e.ref_lse, Tolerance{1e-12, 1e-12}));
+  }
 }
 
 }  // namespace attnkit::testing

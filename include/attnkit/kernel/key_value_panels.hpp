@@ -38,9 +38,6 @@ struct ValueRows {
 /// past its panel; the keys buffer carries one vector of slack so that stays in bounds.
 /// Memory: kv_len rounded up to key_rows, times head_dim (+ value_stride unless in place)
 /// elements.
-/// pack_tile's key_scale for keys packed as they are.
-struct UnitKeys {};
-
 template <class T>
 class KeyValuePanels {
  public:
@@ -103,7 +100,7 @@ class KeyValuePanels {
   /// later is uninitialised: key position p holds K/V row key_row(p) (a permutation of the
   /// rows, e.g. a dilated window's residue classes, or a many-to-one map of a PositionedPlan;
   /// the identity when V is read in place), its key times key_scale(p) unless key_scale is
-  /// UnitKeys (a ScaledKeyPlan's normalised keys).
+  /// simd::Unscaled (a ScaledKeyPlan's normalised keys).
   /// Tiles are independent: threads may pack different tiles concurrently.
   template <class KeyRow, class KeyScale>
   void pack_tile(const TensorView<const T>& k, index_t b, index_t h, index_t tile, KeyRow&& key_row, KeyScale&& key_scale) {
@@ -111,7 +108,7 @@ class KeyValuePanels {
     const index_t count = std::min(key_rows_, key_positions_ - first);
     T* panel = keys_ + tile * key_rows_ * head_dim_;
     const auto source = [&](index_t c) { return k.row(b, h, key_row(first + c)); };
-    if constexpr (std::is_same_v<std::remove_cvref_t<KeyScale>, UnitKeys>) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<KeyScale>, simd::Unscaled>) {
       simd::transpose_rows(count, head_dim_, source, panel, key_rows_);
     } else {
       simd::transpose_rows(count, head_dim_, source, panel, key_rows_, [&](index_t c) { return key_scale(first + c); });

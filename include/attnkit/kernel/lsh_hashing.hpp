@@ -11,7 +11,9 @@
 
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/rng.hpp"
+#include "attnkit/detail/thread_scratch.hpp"
 #include "attnkit/kernel/sequential_gemm.hpp"
+#include "attnkit/parallel/team.hpp"
 #include "attnkit/simd/argmax.hpp"
 
 namespace attnkit::kernel {
@@ -105,6 +107,44 @@ void hash_rows(const T* x, index_t x_stride, index_t first, index_t last, index_
     }
   }
 }
+
+/// The hashing Lsh::hash and LshPlan share: every head's rotation in T (fill, by the team,
+/// once per call), then bucket ids block by block, so both see the same ids bit for bit.
+template <class T>
+class LshHasher {
+ public:
+  LshHasher(const LshRotationSource& source, const LshBucketLayout& layout, index_t heads, index_t dim, index_t rounds)
+      : source_(source),
+        layout_(layout),
+        dim_(dim),
+        rounds_(rounds),
+        width_(rounds * layout.columns),
+        rotations_(static_cast<std::size_t>(heads * dim * width_)),
+        heads_(heads) {}
+
+  /// Every member of the team calls it; all rotations are filled when it returns.
+  void fill(parallel::Team& team) {
+    team.for_each_static(heads_ * dim_, [&](index_t item) {
+      source_.fill_row(item / dim_, item % dim_, dim_, rounds_, layout_.columns, rotations_.data() + item * width_);
+    });
+  }
+  /// Blocks of kHashRows rows of an n-row head.
+  static index_t blocks(index_t n) { return attnkit::detail::ceil_div(n, kHashRows); }
+  /// ids[r n + i] for the rows i of block `block` of head h (row i at x + i * x_stride).
+  void hash_block(const T* x, index_t x_stride, index_t n, index_t h, index_t block, std::int32_t* ids) const {
+    T* rotated = attnkit::detail::thread_scratch<struct LshRotatedTag, T>(hash_scratch_size<T>(rounds_, layout_.columns));
+    const index_t first = block * kHashRows;
+    hash_rows<T>(x, x_stride, first, std::min(n, first + kHashRows), dim_, rotations_.data() + h * dim_ * width_, layout_,
+                 rounds_, n, ids, rotated);
+  }
+
+ private:
+  LshRotationSource source_;
+  LshBucketLayout layout_;
+  index_t dim_, rounds_, width_;
+  std::vector<T> rotations_;  // [H][D][R columns]
+  index_t heads_;
+};
 
 /// norms[i] = ||x_i|| and inverse[i] = 1 / ||x_i|| for rows [first, last): the scale of the
 /// unit-normalised key k_i = x_i / ||x_i|| and the factor that turns it back into the query

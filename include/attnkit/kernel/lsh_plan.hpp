@@ -226,9 +226,8 @@ class LshPlan {
     const AttentionShape& shape = call.shape;
     const index_t n = shape.q_len, dim = shape.head_dim, heads = shape.q_heads;
     if (n == 0 || shape.batch == 0 || heads == 0) return;
-    const index_t width = g_.rounds * layout_.columns;
     const index_t slots = g_.rounds * g_.padded();
-    std::vector<T> rotations(static_cast<std::size_t>(g_.hashed ? heads * dim * width : 0));
+    LshHasher<T> hasher(rotations_, layout_, g_.hashed ? heads : 0, dim, g_.rounds);
     std::vector<index_t> counts(static_cast<std::size_t>(g_.hashed ? g_.rounds * (layout_.buckets + 1) : 0));
     std::vector<std::int32_t> key_slots(static_cast<std::size_t>((g_.chunks + g_.before + g_.after) * g_.chunk));
     std::int32_t* ids = attnkit::detail::thread_scratch<struct LshIdsTag, std::int32_t>(g_.rounds * n);
@@ -240,7 +239,7 @@ class LshPlan {
       for (index_t i = 0; i < n; ++i) order[i] = static_cast<std::int32_t>(i);
     }
     const AttentionShape head_shape{1, 1, 1, n, n, dim, shape.value_dim};
-    const index_t blocks = attnkit::detail::ceil_div(n, kHashRows);
+    const index_t blocks = LshHasher<T>::blocks(n);
 
     LshRoundPlan<T> round_plan;
     std::optional<TiledPass<T, LshRoundPlan<T>>> pass;
@@ -254,23 +253,15 @@ class LshPlan {
           clock = now;
         });
       };
-      if (g_.hashed) {
-        team.for_each_static(heads * dim, [&](index_t item) {
-          rotations_.fill_row(item / dim, item % dim, dim, g_.rounds, layout_.columns, rotations.data() + item * width);
-        });
-      }
-      T* rotated = g_.hashed ? attnkit::detail::thread_scratch<struct LshRotatedTag, T>(hash_scratch_size<T>(g_.rounds, layout_.columns)) : nullptr;
+      hasher.fill(team);
       for (index_t b = 0; b < shape.batch; ++b) {
         for (index_t h = 0; h < heads; ++h) {
           const T* x = call.q.row(b, h, 0);
           const index_t x_stride = call.q.stride(kSeq);
           team.for_each_static(blocks, [&](index_t block) {
-            const index_t first = block * kHashRows, last = std::min(n, first + kHashRows);
-            if (g_.hashed) {
-              hash_rows<T>(x, x_stride, first, last, dim, rotations.data() + h * dim * width, layout_, g_.rounds, n, ids,
-                           rotated);
-            }
-            row_norms<T>(x, x_stride, first, last, dim, norms, norms_inverse);
+            if (g_.hashed) hasher.hash_block(x, x_stride, n, h, block, ids);
+            const index_t first = block * kHashRows;
+            row_norms<T>(x, x_stride, first, std::min(n, first + kHashRows), dim, norms, norms_inverse);
           });
           mark(&LshPhaseTimes::hashing);
           if (g_.hashed) {

@@ -152,16 +152,6 @@ void process_query_tile(const AttentionCall<T>& call, const Plan& plan, const Ti
     }
   }
   std::fill(queries + rows * head_dim, queries + padded_rows * head_dim, T(0));
-  if constexpr (ReorderingPlan<Plan> && !SharedQueryKeyPlan<Plan>) {
-    // Gathered rows (LSH's sorted occurrences, dilated residue classes) come from anywhere in
-    // Q, out of the hardware prefetcher's reach: fetch the next tile's (this thread's likely
-    // next item) while this one computes.
-    const index_t next_end = std::min(q_end + tiles.query_rows, attnkit::query_positions(plan, call.shape));
-    for (index_t p = q_end; p < next_end; ++p) {
-      const T* q = call.q.row(b, h, attnkit::query_row(plan, h, p));
-      for (index_t d = 0; d < head_dim; d += static_cast<index_t>(64 / sizeof(T))) __builtin_prefetch(q + d);
-    }
-  }
   work.softmax.reset(padded_rows);
 
   T* scores = work.scores;
@@ -279,7 +269,7 @@ class TiledPass {
             panels_.pack_tile(call_.k, b, kv_head, tile, key_row,
                               [&](index_t position) { return plan_.key_scale(heads[0], position); });
           } else {
-            panels_.pack_tile(call_.k, b, kv_head, tile, key_row, UnitKeys{});
+            panels_.pack_tile(call_.k, b, kv_head, tile, key_row, simd::Unscaled{});
           }
         });
         const std::vector<index_t> items = detail::heaviest_first(heads, head_count, query_tiles_, tile_work_);

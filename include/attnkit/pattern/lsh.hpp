@@ -20,7 +20,6 @@
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/core/validate.hpp"
-#include "attnkit/detail/thread_scratch.hpp"
 #include "attnkit/kernel/lsh_hashing.hpp"
 #include "attnkit/kernel/lsh_plan.hpp"
 #include "attnkit/parallel/team.hpp"
@@ -146,20 +145,15 @@ struct Lsh {
     validate(shape);
     const index_t n = q.seq(), dim = q.dim();
     const kernel::LshBucketLayout layout = bucket_layout(n);
-    const kernel::LshRotationSource source = rotation_source(dim, layout);
     LshBucketIds ids(q.batch(), q.heads(), rounds, n, layout.buckets);
-    const index_t width = rounds * layout.columns, blocks = detail::ceil_div(n, kernel::kHashRows);
-    std::vector<T> rotation_rows(static_cast<std::size_t>(q.heads() * dim * width));
-    const double flops = 2.0 * static_cast<double>(q.batch() * q.heads() * n * dim * width);
+    kernel::LshHasher<T> hasher(rotation_source(dim, layout), layout, q.heads(), dim, rounds);
+    const index_t blocks = kernel::LshHasher<T>::blocks(n);
+    const double flops = 2.0 * static_cast<double>(q.batch() * q.heads() * n * dim * rounds * layout.columns);
     parallel::parallel_region(parallel::resolve_threads(options.threads, flops), [&](parallel::Team& team) {
-      team.for_each_static(q.heads() * dim, [&](index_t item) {
-        source.fill_row(item / dim, item % dim, dim, rounds, layout.columns, rotation_rows.data() + item * width);
-      });
-      T* rotated = detail::thread_scratch<struct LshRotatedTag, T>(kernel::hash_scratch_size<T>(rounds, layout.columns));
+      hasher.fill(team);
       team.for_each_static(q.batch() * q.heads() * blocks, [&](index_t item) {
-        const index_t b = item / (q.heads() * blocks), h = item / blocks % q.heads(), first = item % blocks * kernel::kHashRows;
-        kernel::hash_rows<T>(q.row(b, h, 0), q.stride(kSeq), first, std::min(n, first + kernel::kHashRows), dim,
-                             rotation_rows.data() + h * dim * width, layout, rounds, n, ids.of(b, h), rotated);
+        const index_t b = item / (q.heads() * blocks), h = item / blocks % q.heads();
+        hasher.hash_block(q.row(b, h, 0), q.stride(kSeq), n, h, item % blocks, ids.of(b, h));
       });
     });
     return ids;
@@ -206,12 +200,19 @@ struct Lsh {
     }
   }
 
+  /// Throws attnkit::invalid_argument unless k is the same view as q (the same data and
+  /// strides; with validated sizes, the same sizes): LSH shares queries and keys.
+  template <class T>
+  static void require_shared_keys(const TensorView<const T>& q, const TensorView<const T>& k) {
+    if (k.data() != q.data() || k.strides() != q.strides()) {
+      detail::reject("k", "another view than q", "must be the same view as q: LSH attention shares queries and keys (SPEC.md section 7)");
+    }
+  }
+
   template <class T>
   kernel::LshPlan<T> plan(const AttentionCall<T>& call, const TileShape& tiles) const {
     validate(call.shape);
-    if (call.k.data() != call.q.data() || call.k.strides() != call.q.strides()) {
-      detail::reject("k", "another view than q", "must be the same view as q: LSH attention shares queries and keys (SPEC.md section 7)");
-    }
+    require_shared_keys(call.q, call.k);
     const kernel::LshBucketLayout layout = bucket_layout(call.shape.q_len);
     return kernel::LshPlan<T>(geometry(call.shape.q_len), layout, rotation_source(call.shape.head_dim, layout), tiles);
   }

@@ -81,9 +81,7 @@ void lsh_attention(const Lsh& lsh, const LshBucketIds& ids, const TensorView<con
   const AttentionShape shape = attnkit::detail::validate_call<T>(q, k, v, out, lse, options);
   attnkit::detail::validate_key_lengths(false, options, shape);
   lsh.validate(shape);
-  if (k.data() != q.data() || k.strides() != q.strides()) {
-    attnkit::detail::reject("k", "another view than q", "must be the same view as q: LSH attention shares queries and keys");
-  }
+  Lsh::require_shared_keys(q, k);
   const index_t n = shape.q_len, dim = shape.head_dim, value_dim = shape.value_dim;
   if (ids.batch() != shape.batch || ids.heads() != shape.q_heads || ids.rounds() != lsh.rounds || ids.seq_len() != n) {
     attnkit::detail::reject("ids", "another shape", "must come from lsh.hash(q) for this q and lsh.rounds");

@@ -56,13 +56,15 @@ void transpose_16x16(const float* const* src, index_t col, float* dst, index_t d
 
 }  // namespace detail
 
+/// transpose_rows' row_scale for rows copied as they are.
+struct Unscaled {};
+
 /// dst[d * dst_stride + c] = row(c)[d] for c < rows, d < cols: rows of K become columns of a
 /// K^T panel, each times row_scale(c) unless row_scale is Unscaled (LSH's unit-normalised
 /// keys, scaled in registers on the way). Works in blocks of kWidth rows so that each
 /// destination line is filled by consecutive stores while the source rows stay in L1; with
 /// AVX-512, full 16 x 16 float blocks are transposed in registers (6% of a sliding-window call
 /// when done element-wise).
-struct Unscaled {};
 template <class T, class RowPointer, class RowScale = Unscaled>
 void transpose_rows(index_t rows, index_t cols, RowPointer&& row, T* dst, index_t dst_stride, RowScale&& row_scale = {}) {
   constexpr index_t kBlock = static_cast<index_t>(kWidth<T>);
@@ -73,17 +75,14 @@ void transpose_rows(index_t rows, index_t cols, RowPointer&& row, T* dst, index_
     alignas(64) T scales[kBlock];
     for (index_t c = 0; c < block; ++c) {
       sources[c] = row(c0 + c);
-      if constexpr (kScaled) {
-        scales[c] = static_cast<T>(row_scale(c0 + c));
-      } else {
-        scales[c] = T(1);
-      }
+      if constexpr (kScaled) scales[c] = static_cast<T>(row_scale(c0 + c));
     }
     index_t d = 0;
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<T, float> && kBlock == 16) {
       if (block == kBlock) {
-        const __m512 scale = _mm512_load_ps(scales);
+        __m512 scale = _mm512_setzero_ps();  // read only when kScaled
+        if constexpr (kScaled) scale = _mm512_load_ps(scales);
         for (; d + 16 <= cols; d += 16) {
           detail::transpose_16x16<kScaled>(sources, d, dst + d * dst_stride + c0, dst_stride, scale);
         }
