@@ -8,6 +8,7 @@
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/tensor_view.hpp"
+#include "attnkit/reference/kernelized_rpe.hpp"
 #include "attnkit/reference/linformer.hpp"
 #include "attnkit/reference/lsh.hpp"
 #include "attnkit/reference/masked.hpp"

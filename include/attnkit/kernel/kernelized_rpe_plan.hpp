@@ -1,0 +1,419 @@
+#pragma once
+// kernel::KernelizedRpePlan: the executor of attnkit::KernelizedRpe (SPEC.md section 9).
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attnkit/core/call.hpp"
+#include "attnkit/core/index.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/detail/thread_scratch.hpp"
+#include "attnkit/kernel/random_features.hpp"
+#include "attnkit/kernel/sequential_gemm.hpp"
+#include "attnkit/kernel/toeplitz_fft.hpp"
+#include "attnkit/parallel/team.hpp"
+#include "attnkit/pattern/rpe_bias.hpp"
+#include "attnkit/simd/batch.hpp"
+#include "attnkit/simd/lane_fft.hpp"
+
+namespace attnkit::kernel {
+
+/// Runs one kernelized-RPE call in one parallel region, per (batch, query head):
+///   num_i = sum_j c(j - i - delta) (phi_q_i . phi_k_j) v_j,  den_i = the same with v_j = 1,
+///   o_i = num_i / den_i (0 where den_i is exactly 0), c_t = exp(b_t - max b), 0 for t > 0
+/// when causal, with the stabilised features of FeatureBlocks. Phases (barriers between):
+///   1. stabilisers: each query row's largest exponent, each head's largest key exponent
+///      (row blocks of kStabiliserRows), and (FFT) the circulant spectrum of every bias table;
+///   2. FFT: items (batch, head, column group): a value group is 2 W value columns and runs
+///      every feature u through one ToeplitzBatch (W = kWidth<T>), accumulating
+///      phi_q[i][u] y_u[i] into out; the denominator group runs 2 W features per batch.
+///      Features come in blocks of kFeatureBlock by GEMM + vectorised exp, recomputed per
+///      item (they cost 4 n D m flops against the transforms' m (Dv + 1) 5 L log2 L).
+///      Direct: per head, phi_k by feature blocks, then query blocks of kDirectRows rows:
+///      S = phi_q phi_k^T by GEMM in key blocks, times c, summed into den and (GEMM) num;
+///   3. out_i /= den_i.
+/// Each output element is accumulated by one thread in a fixed order: results do not depend
+/// on the thread count. Extra memory (FFT, T = float, n = 65536, m = 64, Dv = 64, 2 threads):
+/// per thread an [L x 2 W] batch (16 MiB, L = 2^17) and two feature blocks (2 x 2 MiB); the
+/// spectra, P x L complex values (1 MiB per table); a query stabiliser and a denominator per
+/// (batch, head, row).
+template <class T>
+class KernelizedRpePlan {
+ public:
+  static constexpr index_t kFeatureBlock = 8;
+  static constexpr index_t kStabiliserRows = 1024;
+  static constexpr index_t kDirectRows = 64;
+  static constexpr index_t kDirectKeys = 256;
+
+  /// use_fft: the FFT path, with rows [0, direct_rows) summed directly (causal rows whose few
+  /// terms the FFT's column-relative error would swamp; KernelizedRpe::fft_direct_rows);
+  /// otherwise the direct path for every row.
+  KernelizedRpePlan(std::vector<FeatureBlocks<T>> heads, RpeBias bias, bool causal, bool use_fft, index_t direct_rows)
+      : heads_(std::move(heads)), bias_(std::move(bias)), causal_(causal), use_fft_(use_fft), direct_rows_(direct_rows) {}
+
+  bool uses_fft() const { return use_fft_; }
+
+  void execute(const AttentionCall<T>& call) const {
+    const AttentionShape& s = call.shape;
+    if (s.batch == 0 || s.q_heads == 0 || s.q_len == 0) return;
+    if (s.kv_len == 0) {  // no keys: every denominator is 0
+      parallel::parallel_region(call.threads, [&](parallel::Team& team) {
+        team.for_each_static(s.batch * s.q_heads * s.q_len, [&](index_t row) {
+          T* o = call.out.row(row / (s.q_heads * s.q_len), row / s.q_len % s.q_heads, row % s.q_len);
+          std::fill(o, o + s.value_dim, T(0));
+        });
+      });
+      return;
+    }
+    Workspace work(*this, s);
+    parallel::parallel_region(call.threads, [&](parallel::Team& team) {
+      stabilise(call, work, team);
+      if (use_fft_) run_fft(call, work, team);
+      if (work.direct_rows > 0) run_direct(call, work, team);
+      team.for_each_static(s.batch * s.q_heads, [&](index_t bh) { divide(call, work, bh); });
+    });
+  }
+
+ private:
+  static constexpr index_t kW = static_cast<index_t>(simd::kWidth<T>);
+
+  /// Shared state of one call.
+  struct Workspace {
+    Workspace(const KernelizedRpePlan& plan, const AttentionShape& s)
+        : direct_rows(plan.use_fft_ ? std::min(plan.direct_rows_, s.q_len) : s.q_len),
+          direct_keys(plan.causal_ ? std::clamp<index_t>(direct_rows + s.kv_len - s.q_len, 0, s.kv_len) : s.kv_len),
+          key_ld(attnkit::detail::round_up(direct_keys, kW)),
+          q_stride(attnkit::detail::round_up(s.q_len, kW)),
+          key_blocks(attnkit::detail::ceil_div(s.kv_len, kStabiliserRows)),
+          tables(plan.bias_.empty() ? 1 : plan.bias_.heads()),
+          length(plan.use_fft_ ? circulant_length(s.q_len, s.kv_len) : 2),
+          twiddles(length),
+          spectrum_twiddles(plan.use_fft_ ? length : 2),
+          query_shift(attnkit::detail::thread_scratch<struct RpeQueryShiftTag, T>(s.batch * s.q_heads * q_stride)),
+          denominator(attnkit::detail::thread_scratch<struct RpeDenominatorTag, T>(s.batch * s.q_heads * q_stride)),
+          key_block_max(static_cast<std::size_t>(s.batch * s.q_heads * key_blocks)),
+          coefficients(direct_rows == 0 ? 0 : static_cast<std::size_t>(tables * (s.q_len + s.kv_len - 1))),
+          spectra(plan.use_fft_ ? attnkit::detail::thread_scratch<struct RpeSpectraTag, T>(tables * 2 * length) : nullptr),
+          key_features(direct_rows == 0 ? nullptr
+                                         : attnkit::detail::thread_scratch<struct RpeDirectKeysTag, T>(
+                                               plan.heads_[0].features() * key_ld)) {}
+    index_t direct_rows;  // rows [0, direct_rows) by the direct sums
+    index_t direct_keys;  // the keys those rows reach
+    index_t key_ld;
+    index_t q_stride, key_blocks, tables, length;
+    simd::FftTwiddles<T> twiddles;
+    simd::FftTwiddles<double> spectrum_twiddles;
+    T* query_shift;    // [B Hq x q_stride]
+    T* denominator;    // [B Hq x q_stride]
+    std::vector<T> key_block_max;
+    std::vector<T> coefficients;  // direct path: per table, c_t at t + Lk - 1 for t in [-(Lk - 1), Lq - 1]
+    T* spectra;       // [tables x L x 2]
+    T* key_features;  // direct path: one head's [features x attnkit::detail::round_up(Lk)]
+    T key_max(index_t bh) const {
+      const auto begin = key_block_max.begin() + bh * key_blocks;
+      return *std::max_element(begin, begin + key_blocks);
+    }
+  };
+
+  /// c_t of query head h (bias table, stabiliser, causal cut).
+  double coefficient(index_t h, index_t offset) const {
+    if (causal_ && offset > 0) return 0.0;
+    return std::exp(bias_.at(h, offset) - bias_.max_value(h));
+  }
+
+  const T* query_rows(const AttentionCall<T>& call, index_t b, index_t h) const { return call.q.row(b, h, 0); }
+  const T* key_rows(const AttentionCall<T>& call, index_t b, index_t h) const {
+    return call.k.row(b, h / call.shape.group_size(), 0);
+  }
+
+  /// Phase 1.
+  void stabilise(const AttentionCall<T>& call, Workspace& work, parallel::Team& team) const {
+    const AttentionShape& s = call.shape;
+    const index_t q_blocks = attnkit::detail::ceil_div(s.q_len, kStabiliserRows);
+    const index_t per_head = q_blocks + work.key_blocks;
+    // One item per bias table (its spectrum, or its coefficients for the direct path), then
+    // the row blocks.
+    team.for_each_dynamic(work.tables + s.batch * s.q_heads * per_head, [&](index_t item) {
+      if (item < work.tables) {
+        if (use_fft_) {  // (rows summed directly also need the coefficients below)
+          double* scratch = attnkit::detail::thread_scratch<struct RpeSpectrumScratchTag, double>(2 * work.length);
+          circulant_spectrum<T>(s.q_len, s.kv_len, [&](index_t t) { return coefficient(item, t); }, work.spectrum_twiddles,
+                                scratch, work.spectra + item * 2 * work.length);
+        }
+        if (work.direct_rows > 0) {
+          T* c = work.coefficients.data() + item * (s.q_len + s.kv_len - 1);
+          for (index_t t = -(s.kv_len - 1); t < s.q_len; ++t) c[t + s.kv_len - 1] = static_cast<T>(coefficient(item, t));
+        }
+        return;
+      }
+      item -= work.tables;
+      const index_t bh = item / per_head, block = item % per_head, b = bh / s.q_heads, h = bh % s.q_heads;
+      const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
+      const bool keys = block >= q_blocks;
+      const index_t first = (keys ? block - q_blocks : block) * kStabiliserRows;
+      const index_t rows = std::min(kStabiliserRows, (keys ? s.kv_len : s.q_len) - first);
+      const TensorView<const T>& view = keys ? call.k : call.q;
+      const T* x = (keys ? key_rows(call, b, h) : query_rows(call, b, h)) + first * view.stride(kSeq);
+      T* rho = attnkit::detail::thread_scratch<struct RpeStabiliserRhoTag, T>(attnkit::detail::round_up(kStabiliserRows, kW));
+      T* half_square = attnkit::detail::thread_scratch<struct RpeStabiliserSquareTag, T>(attnkit::detail::round_up(kStabiliserRows, kW));
+      T* scratch = attnkit::detail::thread_scratch<struct RpeStabiliserProjectionTag, T>(kStabiliserRows * map.features());
+      map.row_scales(x, view.stride(kSeq), rows, keys, rho, half_square);
+      if (keys) {
+        work.key_block_max[static_cast<std::size_t>(bh * work.key_blocks + block - q_blocks)] =
+            map.key_max(x, view.stride(kSeq), rows, rho, half_square, scratch);
+      } else {
+        map.query_shifts(x, view.stride(kSeq), rows, rho, work.query_shift + bh * work.q_stride + first, scratch);
+      }
+    });
+  }
+
+  /// Per-row inputs of one side of a (batch, head), padded to whole vectors.
+  struct SideRows {
+    T* rho;
+    T* shift;  // exponential maps: the exponent's subtrahend; TRF: the amplitude
+  };
+  SideRows key_side(const AttentionCall<T>& call, const Workspace& work, index_t b, index_t h) const {
+    const AttentionShape& s = call.shape;
+    const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
+    const index_t padded = attnkit::detail::round_up(s.kv_len, kW);
+    SideRows side{attnkit::detail::thread_scratch<struct RpeKeyRhoTag, T>(padded),
+                  attnkit::detail::thread_scratch<struct RpeKeyShiftTag, T>(padded)};
+    map.row_scales(key_rows(call, b, h), call.k.stride(kSeq), s.kv_len, true, side.rho, side.shift);
+    const T key_max = work.key_max(b * s.q_heads + h);
+    for (index_t j = 0; j < padded; ++j) {
+      side.shift[j] = map.exponential() ? side.shift[j] + key_max : static_cast<T>(std::exp(side.shift[j] - key_max));
+    }
+    return side;
+  }
+  SideRows query_side(const AttentionCall<T>& call, const Workspace& work, index_t b, index_t h) const {
+    const AttentionShape& s = call.shape;
+    const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
+    const index_t padded = attnkit::detail::round_up(s.q_len, kW);
+    SideRows side{attnkit::detail::thread_scratch<struct RpeQueryRhoTag, T>(padded),
+                  attnkit::detail::thread_scratch<struct RpeQueryAmplitudeTag, T>(padded)};
+    map.row_scales(query_rows(call, b, h), call.q.stride(kSeq), s.q_len, false, side.rho, side.shift);
+    if (map.exponential()) {
+      std::copy(work.query_shift + (b * s.q_heads + h) * work.q_stride, work.query_shift + (b * s.q_heads + h) * work.q_stride + padded,
+                side.shift);
+      std::fill(side.shift + s.q_len, side.shift + padded, T(0));
+    } else {
+      std::fill(side.shift, side.shift + padded, T(1));
+    }
+    return side;
+  }
+
+  /// Phase 2, FFT path.
+  void run_fft(const AttentionCall<T>& call, Workspace& work, parallel::Team& team) const {
+    const AttentionShape& s = call.shape;
+    const index_t value_groups = attnkit::detail::ceil_div(s.value_dim, ToeplitzBatch<T>::kColumns);
+    const index_t groups = value_groups + 1;  // the last: the denominator
+    // Value groups (the heavy items) first, then the denominators.
+    team.for_each_dynamic(s.batch * s.q_heads * groups, [&](index_t item) {
+      const index_t per_group = s.batch * s.q_heads;
+      const index_t group = item < per_group * value_groups ? item / per_group : value_groups;
+      const index_t bh = item < per_group * value_groups ? item % per_group : item - per_group * value_groups;
+      const index_t b = bh / s.q_heads, h = bh % s.q_heads;
+      T* data = attnkit::detail::thread_scratch<struct RpeBatchTag, T>(2 * kW * work.length);
+      const ToeplitzBatch<T> batch(data, work.twiddles);
+      const T* spectrum = work.spectra + (bias_.heads() > 1 ? h : 0) * 2 * work.length;
+      if (group < value_groups) {
+        value_group(call, work, batch, spectrum, b, h, group * ToeplitzBatch<T>::kColumns);
+      } else {
+        denominator_group(call, work, batch, spectrum, b, h);
+      }
+    });
+  }
+
+  struct FeatureScratch {
+    T* keys;     // [kFeatureBlock x attnkit::detail::round_up(Lk)]
+    T* queries;  // [kFeatureBlock x attnkit::detail::round_up(Lq)]
+    index_t key_ld, query_ld;
+  };
+  static FeatureScratch feature_scratch(const AttentionShape& s) {
+    const index_t key_ld = attnkit::detail::round_up(s.kv_len, kW), query_ld = attnkit::detail::round_up(s.q_len, kW);
+    return FeatureScratch{attnkit::detail::thread_scratch<struct RpeKeyFeaturesTag, T>(kFeatureBlock * key_ld),
+                          attnkit::detail::thread_scratch<struct RpeQueryFeaturesTag, T>(kFeatureBlock * query_ld), key_ld,
+                          query_ld};
+  }
+
+  /// out[i][first .. first + 2W) = sum_u phi_q[i][u] (T (phi_k[:, u] * v[:, c]))_i.
+  void value_group(const AttentionCall<T>& call, const Workspace& work, const ToeplitzBatch<T>& batch, const T* spectrum,
+                   index_t b, index_t h, index_t first) const {
+    const AttentionShape& s = call.shape;
+    const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
+    const index_t width = std::min(ToeplitzBatch<T>::kColumns, s.value_dim - first);
+    const index_t kv_head = h / s.group_size();
+    const SideRows keys = key_side(call, work, b, h);
+    const SideRows queries = query_side(call, work, b, h);
+    const FeatureScratch f = feature_scratch(s);
+    for (index_t u0 = 0; u0 < map.features(); u0 += kFeatureBlock) {
+      const index_t count = std::min(kFeatureBlock, map.features() - u0);
+      map.features(key_rows(call, b, h), call.k.stride(kSeq), s.kv_len, u0, count, keys.rho, keys.shift, f.keys, f.key_ld);
+      map.features(query_rows(call, b, h), call.q.stride(kSeq), s.q_len, u0, count, queries.rho, queries.shift, f.queries,
+                   f.query_ld);
+      for (index_t u = 0; u < count; ++u) {
+        const T* phi_k = f.keys + u * f.key_ld;
+        for (index_t j = 0; j < s.kv_len; ++j) {
+          const T* v = call.v.row(b, kv_head, j) + first;
+          T* point = batch.point(j);
+          if (width == ToeplitzBatch<T>::kColumns) {
+            const simd::Batch<T> weight(phi_k[j]);
+            (weight * simd::Batch<T>::load_unaligned(v)).store_aligned(point);
+            (weight * simd::Batch<T>::load_unaligned(v + kW)).store_aligned(point + kW);
+          } else {
+            for (index_t c = 0; c < ToeplitzBatch<T>::kColumns; ++c) point[c] = c < width ? phi_k[j] * v[c] : T(0);
+          }
+        }
+        batch.clear_from(s.kv_len);
+        batch.transform(spectrum);
+        const T* phi_q = f.queries + u * f.query_ld;
+        const bool first_feature = u0 + u == 0;
+        for (index_t i = 0; i < s.q_len; ++i) {
+          T* o = call.out.row(b, h, i) + first;
+          const T* y = batch.point(i);
+          if (width == ToeplitzBatch<T>::kColumns) {
+            const simd::Batch<T> weight(phi_q[i]);
+            for (index_t half = 0; half < 2; ++half) {
+              const simd::Batch<T> yv = simd::Batch<T>::load_aligned(y + half * kW);
+              const simd::Batch<T> sum =
+                  first_feature ? weight * yv : simd::fma(weight, yv, simd::Batch<T>::load_unaligned(o + half * kW));
+              sum.store_unaligned(o + half * kW);
+            }
+          } else {
+            for (index_t c = 0; c < width; ++c) o[c] = first_feature ? phi_q[i] * y[c] : std::fma(phi_q[i], y[c], o[c]);
+          }
+        }
+      }
+    }
+  }
+
+  /// den_i = sum_u phi_q[i][u] (T phi_k[:, u])_i, 2 W features per batch.
+  void denominator_group(const AttentionCall<T>& call, const Workspace& work, const ToeplitzBatch<T>& batch,
+                         const T* spectrum, index_t b, index_t h) const {
+    const AttentionShape& s = call.shape;
+    const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
+    const SideRows keys = key_side(call, work, b, h);
+    const SideRows queries = query_side(call, work, b, h);
+    const FeatureScratch f = feature_scratch(s);
+    T* den = work.denominator + (b * s.q_heads + h) * work.q_stride;
+    constexpr index_t kColumns = ToeplitzBatch<T>::kColumns;
+    for (index_t group = 0; group < map.features(); group += kColumns) {
+      const index_t group_end = std::min(map.features(), group + kColumns);
+      batch.clear_from(0);
+      for (index_t u0 = group; u0 < group_end; u0 += kFeatureBlock) {
+        const index_t count = std::min(kFeatureBlock, map.features() - u0);
+        map.features(key_rows(call, b, h), call.k.stride(kSeq), s.kv_len, u0, count, keys.rho, keys.shift, f.keys, f.key_ld);
+        for (index_t u = 0; u < count; ++u) {
+          const T* phi_k = f.keys + u * f.key_ld;
+          for (index_t j = 0; j < s.kv_len; ++j) batch.point(j)[u0 - group + u] = phi_k[j];
+        }
+      }
+      batch.transform(spectrum);
+      for (index_t u0 = group; u0 < group_end; u0 += kFeatureBlock) {
+        const index_t count = std::min(kFeatureBlock, map.features() - u0);
+        map.features(query_rows(call, b, h), call.q.stride(kSeq), s.q_len, u0, count, queries.rho, queries.shift, f.queries,
+                     f.query_ld);
+        for (index_t i = 0; i < s.q_len; ++i) {
+          T sum = u0 == 0 ? T(0) : den[i];
+          const T* y = batch.point(i) + (u0 - group);
+          for (index_t u = 0; u < count; ++u) sum = std::fma(f.queries[u * f.query_ld + i], y[u], sum);
+          den[i] = sum;
+        }
+      }
+    }
+  }
+
+  /// Phase 2, direct path (or after the FFT, its directly summed rows): per (batch, head),
+  /// phi_k of the keys those rows reach, then query blocks.
+  void run_direct(const AttentionCall<T>& call, Workspace& work, parallel::Team& team) const {
+    const AttentionShape& s = call.shape;
+    const index_t key_ld = work.key_ld;
+    for (index_t bh = 0; bh < s.batch * s.q_heads; ++bh) {
+      const index_t b = bh / s.q_heads, h = bh % s.q_heads;
+      const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
+      const index_t blocks = attnkit::detail::ceil_div(map.features(), kFeatureBlock);
+      team.for_each_dynamic(blocks, [&](index_t block) {
+        const SideRows keys = key_side(call, work, b, h);
+        const index_t u0 = block * kFeatureBlock;
+        map.features(key_rows(call, b, h), call.k.stride(kSeq), work.direct_keys, u0,
+                     std::min(kFeatureBlock, map.features() - u0), keys.rho, keys.shift, work.key_features + u0 * key_ld, key_ld);
+      });
+      team.for_each_dynamic(attnkit::detail::ceil_div(work.direct_rows, kDirectRows),
+                            [&](index_t block) { direct_rows(call, work, b, h, block); });
+    }
+  }
+
+  void direct_rows(const AttentionCall<T>& call, const Workspace& work, index_t b, index_t h, index_t block) const {
+    const AttentionShape& s = call.shape;
+    const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
+    const index_t m = map.features(), key_ld = work.key_ld, first = block * kDirectRows;
+    const index_t rows = std::min(kDirectRows, work.direct_rows - first), shift = s.kv_len - s.q_len;
+    const T* x = query_rows(call, b, h) + first * call.q.stride(kSeq);
+    T* rho = attnkit::detail::thread_scratch<struct RpeDirectRhoTag, T>(kDirectRows);
+    T* amplitude = attnkit::detail::thread_scratch<struct RpeDirectAmplitudeTag, T>(kDirectRows);
+    map.row_scales(x, call.q.stride(kSeq), rows, false, rho, amplitude);
+    std::fill(amplitude, amplitude + kDirectRows, T(1));
+    const T* query_shift = map.exponential() ? work.query_shift + (b * s.q_heads + h) * work.q_stride + first : amplitude;
+    // phi_q of the block: [m x kDirectRows] by feature, then row-major [rows x m].
+    T* by_feature = attnkit::detail::thread_scratch<struct RpeDirectQueryColumnsTag, T>(m * kDirectRows);
+    T* phi_q = attnkit::detail::thread_scratch<struct RpeDirectQueryRowsTag, T>(kDirectRows * m);
+    T* scores = attnkit::detail::thread_scratch<struct RpeDirectScoresTag, T>(kDirectRows * kDirectKeys);
+    T* num = attnkit::detail::thread_scratch<struct RpeDirectNumeratorTag, T>(kDirectRows * s.value_dim);
+    T* den = work.denominator + (b * s.q_heads + h) * work.q_stride + first;
+    for (index_t u0 = 0; u0 < m; u0 += kFeatureBlock) {
+      map.features(x, call.q.stride(kSeq), rows, u0, std::min(kFeatureBlock, m - u0), rho, query_shift,
+                   by_feature + u0 * kDirectRows, kDirectRows);
+    }
+    for (index_t i = 0; i < rows; ++i)
+      for (index_t u = 0; u < m; ++u) phi_q[i * m + u] = by_feature[u * kDirectRows + i];
+    std::fill(num, num + rows * s.value_dim, T(0));
+    std::fill(den, den + rows, T(0));
+    // Keys past the last query's position are never attended when causal.
+    const index_t key_end = causal_ ? std::clamp<index_t>(first + rows + shift, 0, s.kv_len) : s.kv_len;
+    const index_t kv_head = h / s.group_size();
+    const T* c = work.coefficients.data() + (bias_.heads() > 1 ? h : 0) * (s.q_len + s.kv_len - 1) + s.kv_len - 1;
+    for (index_t j0 = 0; j0 < key_end; j0 += kDirectKeys) {
+      const index_t keys = std::min(kDirectKeys, key_end - j0);
+      std::fill(scores, scores + rows * keys, T(0));
+      gemm_accumulate<T>(rows, keys, m, phi_q, m, work.key_features + j0, key_ld, scores, keys);
+      for (index_t i = 0; i < rows; ++i) {
+        T sum = den[i];
+        for (index_t j = 0; j < keys; ++j) {
+          T& score = scores[i * keys + j];
+          score *= c[j0 + j - (first + i) - shift];
+          sum += score;
+        }
+        den[i] = sum;
+      }
+      gemm_accumulate<T>(rows, s.value_dim, keys, scores, keys, call.v.row(b, kv_head, j0), call.v.stride(kSeq), num,
+                         s.value_dim);
+    }
+    for (index_t i = 0; i < rows; ++i) std::copy(num + i * s.value_dim, num + (i + 1) * s.value_dim, call.out.row(b, h, first + i));
+  }
+
+  /// Phase 3: o_i = num_i / den_i, 0 where den_i is exactly 0.
+  void divide(const AttentionCall<T>& call, const Workspace& work, index_t bh) const {
+    const AttentionShape& s = call.shape;
+    const index_t b = bh / s.q_heads, h = bh % s.q_heads;
+    const T* den = work.denominator + bh * work.q_stride;
+    for (index_t i = 0; i < s.q_len; ++i) {
+      T* o = call.out.row(b, h, i);
+      if (den[i] == T(0)) {
+        std::fill(o, o + s.value_dim, T(0));
+        continue;
+      }
+      const T inverse = T(1) / den[i];
+      for (index_t d = 0; d < s.value_dim; ++d) o[d] *= inverse;
+    }
+  }
+
+  std::vector<FeatureBlocks<T>> heads_;
+  RpeBias bias_;
+  bool causal_;
+  bool use_fft_;
+  index_t direct_rows_;
+};
+
+}  // namespace attnkit::kernel
