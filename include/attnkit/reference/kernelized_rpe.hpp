@@ -20,11 +20,14 @@ namespace attnkit::reference {
 ///   w_ij = c_{j - i - (Lk - Lq)} phi_q_i . phi_k_j,  num_i = sum_j w_ij v_j,
 ///   den_i = sum_j w_ij,  scale_i = sum_j |w_ij| (= den_i for positive features; the size
 ///   of the terms TRF's signed features cancel, for tolerances),
+///   column_scale_i = sum_u |phi_q_i[u]| max_i' sum_j |c_{j-i'} phi_k_j[u]|: the size of the
+///   largest entries of the Toeplitz columns row i's sums combine, to which the FFT path's
+///   error is relative (KernelizedRpe's accuracy limit),
 /// with the stabilised features of kernel::FeatureBlocks in Acc.
 template <class Acc>
 struct RpeSums {
   std::vector<Acc> num;  // [Lq x Dv]
-  std::vector<Acc> den, scale;
+  std::vector<Acc> den, scale, column_scale;
 };
 
 template <class Acc, class T>
@@ -81,20 +84,36 @@ RpeSums<Acc> kernelized_rpe_sums(const KernelizedRpe& rpe, const TensorView<cons
     }
     phi_q[static_cast<std::size_t>(i)] = std::move(e);
   }
-  RpeSums<Acc> sums{std::vector<Acc>(static_cast<std::size_t>(lq * dv), Acc(0)), std::vector<Acc>(static_cast<std::size_t>(lq), Acc(0)),
-                    std::vector<Acc>(static_cast<std::size_t>(lq), Acc(0))};
+  const auto zeros = [](index_t count) { return std::vector<Acc>(static_cast<std::size_t>(count), Acc(0)); };
+  RpeSums<Acc> sums{zeros(lq * dv), zeros(lq), zeros(lq), zeros(lq)};
+  std::vector<Acc> column_max = zeros(features), column = zeros(features);
   const double bias_max = rpe.bias.max_value(h);
   for (index_t i = 0; i < lq; ++i) {
+    std::fill(column.begin(), column.end(), Acc(0));
     for (index_t j = 0; j < lk; ++j) {
       const index_t offset = j - i - (lk - lq);
       if (rpe.causal && offset > 0) continue;
+      const Acc c = static_cast<Acc>(std::exp(rpe.bias.at(h, offset) - bias_max));
       Acc dot = 0;
-      for (index_t u = 0; u < features; ++u) dot += phi_q[static_cast<std::size_t>(i)][static_cast<std::size_t>(u)] * phi_k[static_cast<std::size_t>(j)][static_cast<std::size_t>(u)];
-      const Acc weight = static_cast<Acc>(std::exp(rpe.bias.at(h, offset) - bias_max)) * dot;
+      for (index_t u = 0; u < features; ++u) {
+        const Acc key = phi_k[static_cast<std::size_t>(j)][static_cast<std::size_t>(u)];
+        dot += phi_q[static_cast<std::size_t>(i)][static_cast<std::size_t>(u)] * key;
+        column[static_cast<std::size_t>(u)] += std::abs(c * key);
+      }
+      const Acc weight = c * dot;
       const T* vj = v.row(b, kv_head, j);
       for (index_t d = 0; d < dv; ++d) sums.num[static_cast<std::size_t>(i * dv + d)] += weight * static_cast<Acc>(vj[d]);
       sums.den[static_cast<std::size_t>(i)] += weight;
       sums.scale[static_cast<std::size_t>(i)] += std::abs(weight);
+    }
+    for (index_t u = 0; u < features; ++u) {
+      column_max[static_cast<std::size_t>(u)] = std::max(column_max[static_cast<std::size_t>(u)], column[static_cast<std::size_t>(u)]);
+    }
+  }
+  for (index_t i = 0; i < lq; ++i) {
+    for (index_t u = 0; u < features; ++u) {
+      sums.column_scale[static_cast<std::size_t>(i)] +=
+          std::abs(phi_q[static_cast<std::size_t>(i)][static_cast<std::size_t>(u)]) * column_max[static_cast<std::size_t>(u)];
     }
   }
   return sums;

@@ -1,0 +1,112 @@
+// The lane-batched FFT (simd/lane_fft.hpp) and the circulant Toeplitz product
+// (kernel/toeplitz_fft.hpp) against naive O(L^2) sums in double.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <complex>
+#include <vector>
+
+#include "attnkit/detail/aligned_buffer.hpp"
+#include "attnkit/kernel/toeplitz_fft.hpp"
+#include "attnkit/simd/lane_fft.hpp"
+#include "support/test_data.hpp"
+
+namespace attnkit {
+namespace {
+
+index_t bit_reversed(index_t f, index_t length) {
+  index_t r = 0;
+  for (index_t bit = 1; bit < length; bit <<= 1) r = (r << 1) | ((f & bit) != 0 ? 1 : 0);
+  return r;
+}
+
+/// Forward DFT of every lane in bit-reversed order, then the inverse: both against the
+/// naive DFT (relative to the spectrum's size, as an FFT's error is), over lengths that
+/// take the in-cache passes and the recursive split.
+template <class T>
+void check_forward_and_inverse(index_t length) {
+  constexpr index_t kLanes = simd::kFftLanes<simd::Batch<T>>;
+  const simd::FftTwiddles<T> twiddles(length);
+  detail::AlignedBuffer<T> data(2 * kLanes * length);
+  std::vector<std::complex<double>> input(static_cast<std::size_t>(kLanes * length));
+  for (index_t p = 0; p < length; ++p)
+    for (index_t lane = 0; lane < kLanes; ++lane) {
+      const std::complex<double> x(testing::normal_sample(1, 1, static_cast<std::uint64_t>(p * kLanes + lane)),
+                                   testing::normal_sample(1, 2, static_cast<std::uint64_t>(p * kLanes + lane)));
+      input[static_cast<std::size_t>(lane * length + p)] = x;
+      data.data()[2 * kLanes * p + lane] = static_cast<T>(x.real());
+      data.data()[2 * kLanes * p + kLanes + lane] = static_cast<T>(x.imag());
+    }
+  simd::fft_forward_bit_reversed<simd::Batch<T>>(data.data(), twiddles);
+  const double eps = std::numeric_limits<T>::epsilon();
+  const double bound = 8 * eps * std::log2(static_cast<double>(length)) * std::sqrt(static_cast<double>(length)) * 2;
+  for (index_t lane = 0; lane < kLanes; lane += kLanes > 1 ? kLanes - 1 : 1) {  // the first and last lane
+    for (index_t f = 0; f < length; f += std::max<index_t>(1, length / 64)) {
+      std::complex<double> expected = 0;
+      for (index_t p = 0; p < length; ++p) {
+        const double angle = -2 * M_PI * static_cast<double>((p * f) % length) / static_cast<double>(length);
+        expected += input[static_cast<std::size_t>(lane * length + p)] * std::polar(1.0, angle);
+      }
+      const index_t slot = bit_reversed(f, length);
+      const std::complex<double> got(data.data()[2 * kLanes * slot + lane], data.data()[2 * kLanes * slot + kLanes + lane]);
+      EXPECT_LE(std::abs(got - expected), bound) << "L " << length << " lane " << lane << " f " << f;
+    }
+  }
+  simd::fft_inverse_from_bit_reversed<simd::Batch<T>>(data.data(), twiddles);
+  for (index_t p = 0; p < length; ++p)
+    for (index_t lane = 0; lane < kLanes; ++lane) {
+      const std::complex<double> got(data.data()[2 * kLanes * p + lane], data.data()[2 * kLanes * p + kLanes + lane]);
+      const std::complex<double> expected = input[static_cast<std::size_t>(lane * length + p)] * static_cast<double>(length);
+      ASSERT_LE(std::abs(got - expected), bound * static_cast<double>(length) / std::sqrt(static_cast<double>(length)))
+          << "L " << length << " p " << p;
+    }
+}
+
+TEST(LaneFft, FloatMatchesNaiveDft) {
+  for (index_t length : {2, 4, 8, 64, 1024, 4096, 8192}) check_forward_and_inverse<float>(length);
+}
+TEST(LaneFft, DoubleMatchesNaiveDft) {
+  for (index_t length : {2, 16, 512, 8192}) check_forward_and_inverse<double>(length);
+}
+
+/// A ToeplitzBatch product y_i = sum_j c(j - i - (Lk - Lq)) x_j against the sum itself, for
+/// Lq = Lk, Lq < Lk and Lq > Lk, with a one-sided (causal) coefficient table.
+TEST(ToeplitzBatch, MatchesDirectSums) {
+  using T = float;
+  constexpr index_t kColumns = kernel::ToeplitzBatch<T>::kColumns;
+  for (const auto& [lq, lk] : {std::pair<index_t, index_t>{37, 37}, {5, 70}, {90, 3}, {1, 1}}) {
+    for (bool causal : {false, true}) {
+      const auto c = [&](index_t t) { return causal && t > 0 ? 0.0 : std::exp(-0.05 * std::abs(static_cast<double>(t)) + 0.01 * t); };
+      const index_t length = kernel::circulant_length(lq, lk);
+      const simd::FftTwiddles<double> spectrum_twiddles(length);
+      const simd::FftTwiddles<T> twiddles(length);
+      std::vector<double> scratch(static_cast<std::size_t>(2 * length));
+      std::vector<T> spectrum(static_cast<std::size_t>(2 * length));
+      kernel::circulant_spectrum<T>(lq, lk, c, spectrum_twiddles, scratch.data(), spectrum.data());
+      detail::AlignedBuffer<T> data(2 * simd::kWidth<T> * length);
+      const kernel::ToeplitzBatch<T> batch(data.data(), twiddles);
+      std::vector<double> x(static_cast<std::size_t>(lk * kColumns));
+      for (index_t j = 0; j < lk; ++j)
+        for (index_t col = 0; col < kColumns; ++col) {
+          x[static_cast<std::size_t>(j * kColumns + col)] = testing::normal_sample(7, 1, static_cast<std::uint64_t>(j * kColumns + col));
+          batch.point(j)[col] = static_cast<T>(x[static_cast<std::size_t>(j * kColumns + col)]);
+        }
+      batch.clear_from(lk);
+      batch.transform(spectrum.data());
+      for (index_t i = 0; i < lq; ++i)
+        for (index_t col = 0; col < kColumns; ++col) {
+          double expected = 0, size = 0;
+          for (index_t j = 0; j < lk; ++j) {
+            const double term = c(j - i - (lk - lq)) * x[static_cast<std::size_t>(j * kColumns + col)];
+            expected += term;
+            size += std::abs(term);
+          }
+          EXPECT_NEAR(batch.point(i)[col], expected, 1e-5 * (1 + size)) << lq << " x " << lk << " causal " << causal;
+        }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attnkit
