@@ -20,6 +20,7 @@
 #include "attnkit/attnkit.hpp"
 #include "bench_patterns.hpp"
 #include "bench_support.hpp"
+#include "kernelized_rpe_bench.hpp"
 #include "linformer_bench.hpp"
 #include "lsh_bench.hpp"
 #include "machine_roofs.hpp"
@@ -177,6 +178,7 @@ int main(int argc, char** argv) {
   attnkit::bench::register_linformer_benchmarks(registry, all_threads, sparse_max_n);
   // Reformer LSH (issue 9), n = 1024 ... 65536, with its paired speedup over full attention.
   attnkit::bench::register_lsh_benchmarks(registry, all_threads, sparse_max_n);
+  attnkit::bench::register_rpe_benchmarks(registry, all_threads, sparse_max_n);
   for (const index_t dim : {index_t{64}, index_t{128}})
     for (const bool causal : {false, true}) register_naive(registry, causal, dim, all_threads, max_n);
   register_reference(registry, 64, max_n);

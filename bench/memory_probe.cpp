@@ -6,7 +6,8 @@
 //                        [--out=memory.md]
 // --pattern: full, causal, linformer_kp256 (one shared E and F of 256 x n, created before the
 // baseline is read: they are the model's weights, not the call's memory), lsh_r8 (Reformer
-// LSH with 8 rounds, chunk 64, automatic buckets; q serves as k), or a sparse pattern
+// LSH with 8 rounds, chunk 64, automatic buckets; q serves as k), rpe_m64 (FFT-RPE, PRF
+// with 64 features, an unclipped shared bias table, the FFT path), or a sparse pattern
 // of bench_patterns.hpp; --append adds the line to --out instead of replacing it (one process
 // per pattern: the peak is per process).
 
@@ -57,9 +58,16 @@ int main(int argc, char** argv) {
   const auto run = [&](const auto& p) { attnkit::attention(p, view(q), view(k), view(v), view(o)); };
   std::optional<attnkit::Linformer> linformer;
   if (pattern == "linformer_kp256") linformer = attnkit::Linformer::gaussian(256, n, 1, 2020);
+  std::optional<attnkit::KernelizedRpe> rpe;  // its bias table is the model's, like Linformer's E and F
+  if (pattern == "rpe_m64") {
+    rpe = attnkit::KernelizedRpe{.features = 64, .bias = attnkit::RpeBias(n - 1, std::vector<float>(2 * n - 1, 0.0f)),
+                                 .algorithm = attnkit::RpeAlgorithm::kFft};
+  }
   const double before = status_bytes("VmRSS:");
   if (linformer) {
     run(*linformer);
+  } else if (rpe) {
+    run(*rpe);
   } else if (pattern == "lsh_r8") {
     attnkit::attention(attnkit::Lsh{.rounds = 8}, view(q), view(q), view(v), view(o));
   } else if (pattern == "full" || pattern == "causal") {
