@@ -42,7 +42,9 @@ namespace attnkit::kernel {
 template <class T>
 class KernelizedRpePlan {
  public:
-  static constexpr index_t kFeatureBlock = 8;
+  /// Features per GEMM block: 8, or fewer when a batch holds fewer columns (SSE2 double: 4),
+  /// so a denominator batch is whole blocks and every item computes the same blocks.
+  static constexpr index_t kFeatureBlock = std::min<index_t>(8, ToeplitzBatch<T>::kColumns);
   static constexpr index_t kStabiliserRows = 1024;
   static constexpr index_t kDirectRows = 64;
   static constexpr index_t kDirectKeys = 256;
