@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 #include <string>
 #include <vector>
@@ -64,6 +65,17 @@ inline void finish(benchmark::State& state, index_t n, double flops, int threads
         benchmark::Counter(100.0 * flops * 1e-9 / peak->second, benchmark::Counter::kIsIterationInvariantRate);
   }
   state.counters["flop"] = flops;
+}
+
+/// Wall seconds of one attnkit::attention call with `pattern` on `in` (B = 1, H = 8, n rows,
+/// D = Dv = dim): one side of a paired benchmark.
+template <class Pattern>
+double call_seconds(const Pattern& pattern, Inputs& in, index_t n, index_t dim, const Options& options) {
+  const auto view = [&](auto& buffer) { return bhld(buffer.data(), 1, kHeads, n, dim); };
+  const auto start = std::chrono::steady_clock::now();
+  attention(pattern, view(in.q), view(in.k), view(in.v), view(in.out), options);
+  benchmark::DoNotOptimize(in.out.data());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 /// Times attnkit::attention with `pattern` at n = state.range(0) (B = 1, H = 8, D = Dv = dim).

@@ -4,7 +4,6 @@
 
 #include <benchmark/benchmark.h>
 
-#include <chrono>
 #include <cmath>
 #include <map>
 #include <string>
@@ -43,31 +42,14 @@ inline int rpe_pairs(index_t n) { return n <= 4096 ? 7 : n <= 8192 ? 5 : 3; }
 inline void register_rpe_benchmarks(Registry& registry, int threads, index_t max_n) {
   constexpr index_t kDim = 64;
   const Options options{.threads = threads};
-  const auto view = [](std::vector<float>& x, index_t n) {
-    return bhld(static_cast<const float*>(x.data()), 1, kHeads, n, kDim);
-  };
   for (const index_t m : kRpeFeatures) {
     const index_t last_n = m == 32 ? max_n : std::min<index_t>(max_n, 32768);
     register_family(registry, "rpe_fft_m" + std::to_string(m), kDim, threads, 1024, last_n, [=](benchmark::State& state) {
-      const index_t n = state.range(0);
-      Inputs in(n, kDim);
-      const KernelizedRpe rpe = benchmark_rpe(m, n, RpeAlgorithm::kFft);
-      for (auto _ : state) {
-        attention(rpe, view(in.q, n), view(in.k, n), view(in.v, n), bhld(in.out.data(), 1, kHeads, n, kDim), options);
-        benchmark::DoNotOptimize(in.out.data());
-      }
-      finish(state, n, rpe.cost({1, kHeads, kHeads, n, n, kDim, kDim}).flops, threads);
+      time_pattern(state, benchmark_rpe(m, state.range(0), RpeAlgorithm::kFft), kDim, threads);
     });
   }
   register_family(registry, "rpe_direct_m32", kDim, threads, 1024, std::min<index_t>(max_n, 8192), [=](benchmark::State& state) {
-    const index_t n = state.range(0);
-    Inputs in(n, kDim);
-    const KernelizedRpe rpe = benchmark_rpe(32, n, RpeAlgorithm::kDirect);
-    for (auto _ : state) {
-      attention(rpe, view(in.q, n), view(in.k, n), view(in.v, n), bhld(in.out.data(), 1, kHeads, n, kDim), options);
-      benchmark::DoNotOptimize(in.out.data());
-    }
-    finish(state, n, rpe.cost({1, kHeads, kHeads, n, n, kDim, kDim}).flops, threads);
+    time_pattern(state, benchmark_rpe(32, state.range(0), RpeAlgorithm::kDirect), kDim, threads);
   });
   register_family(
       registry, "lanes", kDim, 1, 1024, max_n,
@@ -95,12 +77,7 @@ inline void register_rpe_benchmarks(Registry& registry, int threads, index_t max
   auto* family = benchmark::RegisterBenchmark(paired.c_str(), [=](benchmark::State& state) {
     const index_t n = state.range(0);
     Inputs in(n, kDim);
-    const auto seconds = [&](const auto& pattern) {
-      const auto start = std::chrono::steady_clock::now();
-      attention(pattern, view(in.q, n), view(in.k, n), view(in.v, n), bhld(in.out.data(), 1, kHeads, n, kDim), options);
-      benchmark::DoNotOptimize(in.out.data());
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    };
+    const auto seconds = [&](const auto& pattern) { return call_seconds(pattern, in, n, kDim, options); };
     std::map<index_t, KernelizedRpe> patterns;
     for (const index_t m : kRpeFeatures) seconds(patterns.emplace(m, benchmark_rpe(m, n, RpeAlgorithm::kFft)).first->second);
     std::vector<double> full_times;

@@ -6,7 +6,6 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -88,13 +87,7 @@ inline void register_linformer_benchmarks(Registry& registry, int threads, index
   auto* family = benchmark::RegisterBenchmark(paired.c_str(), [=](benchmark::State& state) {
     const index_t n = state.range(0);
     Inputs in(n, kDim);
-    const auto view = [&](std::vector<float>& x) { return bhld(static_cast<const float*>(x.data()), 1, kHeads, n, kDim); };
-    const auto seconds = [&](const auto& pattern) {
-      const auto start = std::chrono::steady_clock::now();
-      attention(pattern, view(in.q), view(in.k), view(in.v), bhld(in.out.data(), 1, kHeads, n, kDim), options);
-      benchmark::DoNotOptimize(in.out.data());
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    };
+    const auto seconds = [&](const auto& pattern) { return call_seconds(pattern, in, n, kDim, options); };
     for (const index_t kp : kLinformerKps) seconds(benchmark_linformer(kp, n));  // warm: scratch, pages
     std::vector<double> full_times;
     std::map<index_t, std::vector<double>> times, speedups;

@@ -53,7 +53,9 @@ class KernelizedRpePlan {
   /// terms the FFT's column-relative error would swamp; KernelizedRpe::fft_direct_rows);
   /// otherwise the direct path for every row.
   KernelizedRpePlan(std::vector<FeatureBlocks<T>> heads, RpeBias bias, bool causal, bool use_fft, index_t direct_rows)
-      : heads_(std::move(heads)), bias_(std::move(bias)), causal_(causal), use_fft_(use_fft), direct_rows_(direct_rows) {}
+      : heads_(std::move(heads)), bias_(std::move(bias)), causal_(causal), use_fft_(use_fft), direct_rows_(direct_rows) {
+    for (index_t table = 0; table < std::max<index_t>(bias_.heads(), 1); ++table) bias_max_.push_back(bias_.max_value(table));
+  }
 
   bool uses_fft() const { return use_fft_; }
 
@@ -93,7 +95,8 @@ class KernelizedRpePlan {
           length(plan.use_fft_ ? circulant_length(s.q_len, s.kv_len) : 2),
           twiddles(length),
           spectrum_twiddles(plan.use_fft_ ? length : 2),
-          query_shift(attnkit::detail::thread_scratch<struct RpeQueryShiftTag, T>(s.batch * s.q_heads * q_stride)),
+          query_shift(zeroed(attnkit::detail::thread_scratch<struct RpeQueryShiftTag, T>(s.batch * s.q_heads * q_stride),
+                             s.batch * s.q_heads * q_stride)),
           denominator(attnkit::detail::thread_scratch<struct RpeDenominatorTag, T>(s.batch * s.q_heads * q_stride)),
           key_block_max(static_cast<std::size_t>(s.batch * s.q_heads * key_blocks)),
           coefficients(direct_rows == 0 ? 0 : static_cast<std::size_t>(tables * (s.q_len + s.kv_len - 1))),
@@ -113,16 +116,20 @@ class KernelizedRpePlan {
     std::vector<T> coefficients;  // direct path: per table, c_t at t + Lk - 1 for t in [-(Lk - 1), Lq - 1]
     T* spectra;       // [tables x L x 2]
     T* key_features;  // direct path: one head's [features x attnkit::detail::round_up(Lk)]
+    static T* zeroed(T* data, index_t count) {  // the stabiliser phase fills the rows, not the padding
+      std::fill(data, data + count, T(0));
+      return data;
+    }
     T key_max(index_t bh) const {
       const auto begin = key_block_max.begin() + bh * key_blocks;
       return *std::max_element(begin, begin + key_blocks);
     }
   };
 
-  /// c_t of query head h (bias table, stabiliser, causal cut).
-  double coefficient(index_t h, index_t offset) const {
+  /// c_t of bias table `table` (its stabiliser, the causal cut).
+  double coefficient(index_t table, index_t offset) const {
     if (causal_ && offset > 0) return 0.0;
-    return std::exp(bias_.at(h, offset) - bias_.max_value(h));
+    return std::exp(bias_.at(table, offset) - bias_max_[static_cast<std::size_t>(table)]);
   }
 
   const T* query_rows(const AttentionCall<T>& call, index_t b, index_t h) const { return call.q.row(b, h, 0); }
@@ -173,37 +180,30 @@ class KernelizedRpePlan {
 
   /// Per-row inputs of one side of a (batch, head), padded to whole vectors.
   struct SideRows {
-    T* rho;
-    T* shift;  // exponential maps: the exponent's subtrahend; TRF: the amplitude
+    const T* rho;
+    const T* shift;  // exponential maps: the exponent's subtrahend; TRF: the amplitude
   };
-  SideRows key_side(const AttentionCall<T>& call, const Workspace& work, index_t b, index_t h) const {
+  template <bool kKeys>
+  struct SideTag {};
+  /// Keys: rho and |x'|^2 / 2 + M (TRF: exp(|x'|^2 / 2 - M)); queries: rho and the row's
+  /// stabiliser from phase 1 (TRF: 1).
+  template <bool kKeys>
+  SideRows side_rows(const AttentionCall<T>& call, const Workspace& work, index_t b, index_t h) const {
     const AttentionShape& s = call.shape;
     const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
-    const index_t padded = attnkit::detail::round_up(s.kv_len, kW);
-    SideRows side{attnkit::detail::thread_scratch<struct RpeKeyRhoTag, T>(padded),
-                  attnkit::detail::thread_scratch<struct RpeKeyShiftTag, T>(padded)};
-    map.row_scales(key_rows(call, b, h), call.k.stride(kSeq), s.kv_len, true, side.rho, side.shift);
-    const T key_max = work.key_max(b * s.q_heads + h);
-    for (index_t j = 0; j < padded; ++j) {
-      side.shift[j] = map.exponential() ? side.shift[j] + key_max : static_cast<T>(std::exp(side.shift[j] - key_max));
-    }
-    return side;
-  }
-  SideRows query_side(const AttentionCall<T>& call, const Workspace& work, index_t b, index_t h) const {
-    const AttentionShape& s = call.shape;
-    const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
-    const index_t padded = attnkit::detail::round_up(s.q_len, kW);
-    SideRows side{attnkit::detail::thread_scratch<struct RpeQueryRhoTag, T>(padded),
-                  attnkit::detail::thread_scratch<struct RpeQueryAmplitudeTag, T>(padded)};
-    map.row_scales(query_rows(call, b, h), call.q.stride(kSeq), s.q_len, false, side.rho, side.shift);
-    if (map.exponential()) {
-      std::copy(work.query_shift + (b * s.q_heads + h) * work.q_stride, work.query_shift + (b * s.q_heads + h) * work.q_stride + padded,
-                side.shift);
-      std::fill(side.shift + s.q_len, side.shift + padded, T(0));
+    const index_t rows = kKeys ? s.kv_len : s.q_len, padded = attnkit::detail::round_up(rows, kW);
+    T* rho = attnkit::detail::thread_scratch<SideTag<kKeys>, T>(2 * padded);
+    T* shift = rho + padded;
+    map.row_scales(kKeys ? key_rows(call, b, h) : query_rows(call, b, h), (kKeys ? call.k : call.q).stride(kSeq), rows, kKeys,
+                   rho, shift);
+    if constexpr (kKeys) {
+      const T key_max = work.key_max(b * s.q_heads + h);
+      for (index_t j = 0; j < padded; ++j) shift[j] = map.exponential() ? shift[j] + key_max : static_cast<T>(std::exp(shift[j] - key_max));
     } else {
-      std::fill(side.shift, side.shift + padded, T(1));
+      if (map.exponential()) return SideRows{rho, work.query_shift + (b * s.q_heads + h) * work.q_stride};
+      std::fill(shift, shift + padded, T(1));
     }
-    return side;
+    return SideRows{rho, shift};
   }
 
   /// Phase 2, FFT path.
@@ -247,8 +247,8 @@ class KernelizedRpePlan {
     const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
     const index_t width = std::min(ToeplitzBatch<T>::kColumns, s.value_dim - first);
     const index_t kv_head = h / s.group_size();
-    const SideRows keys = key_side(call, work, b, h);
-    const SideRows queries = query_side(call, work, b, h);
+    const SideRows keys = side_rows<true>(call, work, b, h);
+    const SideRows queries = side_rows<false>(call, work, b, h);
     const FeatureScratch f = feature_scratch(s);
     for (index_t u0 = 0; u0 < map.features(); u0 += kFeatureBlock) {
       const index_t count = std::min(kFeatureBlock, map.features() - u0);
@@ -296,8 +296,8 @@ class KernelizedRpePlan {
                          const T* spectrum, index_t b, index_t h) const {
     const AttentionShape& s = call.shape;
     const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
-    const SideRows keys = key_side(call, work, b, h);
-    const SideRows queries = query_side(call, work, b, h);
+    const SideRows keys = side_rows<true>(call, work, b, h);
+    const SideRows queries = side_rows<false>(call, work, b, h);
     const FeatureScratch f = feature_scratch(s);
     T* den = work.denominator + (b * s.q_heads + h) * work.q_stride;
     constexpr index_t kColumns = ToeplitzBatch<T>::kColumns;
@@ -337,7 +337,7 @@ class KernelizedRpePlan {
       const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
       const index_t blocks = attnkit::detail::ceil_div(map.features(), kFeatureBlock);
       team.for_each_dynamic(blocks, [&](index_t block) {
-        const SideRows keys = key_side(call, work, b, h);
+        const SideRows keys = side_rows<true>(call, work, b, h);
         const index_t u0 = block * kFeatureBlock;
         map.features(key_rows(call, b, h), call.k.stride(kSeq), work.direct_keys, u0,
                      std::min(kFeatureBlock, map.features() - u0), keys.rho, keys.shift, work.key_features + u0 * key_ld, key_ld);
@@ -413,6 +413,7 @@ class KernelizedRpePlan {
 
   std::vector<FeatureBlocks<T>> heads_;
   RpeBias bias_;
+  std::vector<double> bias_max_;  // max b of each table, the stabiliser of c_t
   bool causal_;
   bool use_fft_;
   index_t direct_rows_;

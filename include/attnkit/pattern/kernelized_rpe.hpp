@@ -88,12 +88,7 @@ struct KernelizedRpe {
   /// Whether a call of `shape` in a type of this epsilon takes the FFT path: kFft and kDirect
   /// force it; kAuto takes it when it meets the accuracy budget and costs less.
   bool uses_fft(const AttentionShape& shape, double epsilon = std::numeric_limits<float>::epsilon()) const {
-    validate(shape);
-    if (algorithm != RpeAlgorithm::kAuto) return algorithm == RpeAlgorithm::kFft;
-    if (shape.q_len == 0 || shape.kv_len == 0) return false;
-    const std::optional<index_t> direct_rows = fft_direct_rows(shape, epsilon);
-    if (!direct_rows) return false;
-    return (fft_flops(shape) + prefix_flops(shape, *direct_rows)) / kFftRelativeRate < direct_flops(shape);
+    return choose_path(shape, epsilon).fft;
   }
 
   /// The FFT path's accuracy model: row i's numerator and denominator scale with its reach
@@ -133,10 +128,8 @@ struct KernelizedRpe {
     for (index_t h = 0; h < call.shape.q_heads; ++h) {
       heads.emplace_back(feature_matrix(h, call.shape.head_dim), features, call.shape.head_dim, spec);
     }
-    const bool fft = uses_fft(call.shape, std::numeric_limits<T>::epsilon());
-    // A forced FFT on a non-causal call beyond the budget runs the FFT on every row.
-    const index_t direct_rows = fft ? fft_direct_rows(call.shape, std::numeric_limits<T>::epsilon()).value_or(0) : 0;
-    return kernel::KernelizedRpePlan<T>(std::move(heads), bias, causal, fft, direct_rows);
+    const Path path = choose_path(call.shape, std::numeric_limits<T>::epsilon());
+    return kernel::KernelizedRpePlan<T>(std::move(heads), bias, causal, path.fft, path.direct_rows);
   }
 
   /// Pairs: every (query, key) pair the bias reaches (Lq Lk, or the causal count); FLOP: the
@@ -158,10 +151,8 @@ struct KernelizedRpe {
     const double heads = static_cast<double>(shape.batch) * static_cast<double>(shape.q_heads);
     cost.attended_pairs = pairs * heads;
     cost.density = q * k > 0 ? pairs / (q * k) : 0.0;
-    const double epsilon = std::numeric_limits<float>::epsilon();
-    cost.flops = (uses_fft(shape) ? fft_flops(shape) + prefix_flops(shape, fft_direct_rows(shape, epsilon).value_or(0))
-                                  : direct_flops(shape)) *
-                 heads;
+    const Path path = choose_path(shape, std::numeric_limits<float>::epsilon());
+    cost.flops = (path.fft ? fft_flops(shape) + prefix_flops(shape, path.direct_rows) : direct_flops(shape)) * heads;
     cost.extra_flops = cost.flops;
     return cost;
   }
@@ -198,6 +189,22 @@ struct KernelizedRpe {
   }
 
  private:
+  /// The path of a call and, on the FFT path, the rows summed directly (fft_direct_rows; a
+  /// forced FFT on a non-causal call beyond the budget runs the FFT on every row).
+  struct Path {
+    bool fft = false;
+    index_t direct_rows = 0;
+  };
+  Path choose_path(const AttentionShape& shape, double epsilon) const {
+    validate(shape);
+    if (algorithm == RpeAlgorithm::kDirect) return Path{};
+    const std::optional<index_t> direct_rows = fft_direct_rows(shape, epsilon);
+    if (algorithm == RpeAlgorithm::kFft) return Path{true, direct_rows.value_or(0)};
+    if (shape.q_len == 0 || shape.kv_len == 0 || !direct_rows) return Path{};
+    const bool cheaper = (fft_flops(shape) + prefix_flops(shape, *direct_rows)) / kFftRelativeRate < direct_flops(shape);
+    return Path{cheaper, cheaper ? *direct_rows : 0};
+  }
+
   void check_parameters() const {
     if (features < 1) detail::reject("KernelizedRpe.features", features, "must be >= 1 (m random features)");
     if (!is_known(map)) detail::reject("KernelizedRpe.map", static_cast<int>(map), "is not a FeatureMap (PRF, TRF or NPRF)");

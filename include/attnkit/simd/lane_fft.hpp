@@ -67,6 +67,31 @@ struct LaneOps<Batch<S>> {
   static Batch<S> mul_sub(Batch<S> a, Batch<S> b, Batch<S> c) { return simd::fma(a, b, -c); }
 };
 
+/// One point of every lane: the real parts and the imaginary parts.
+template <class V>
+struct LanePoint {
+  V re, im;
+  using Ops = LaneOps<V>;
+  using Scalar = typename Ops::Scalar;
+  static LanePoint load(const Scalar* p) { return LanePoint{Ops::load(p), Ops::load(p + Ops::kLanes)}; }
+  void store(Scalar* p) const {
+    Ops::store(p, re);
+    Ops::store(p + Ops::kLanes, im);
+  }
+  LanePoint operator+(const LanePoint& o) const { return LanePoint{re + o.re, im + o.im}; }
+  LanePoint operator-(const LanePoint& o) const { return LanePoint{re - o.re, im - o.im}; }
+  /// times (wr + i wi), the same for every lane
+  LanePoint times(Scalar wr, Scalar wi) const {
+    const V r(wr), i(wi);
+    return LanePoint{Ops::mul_sub(re, r, im * i), Ops::mul_add(re, i, im * r)};
+  }
+  /// times (wr - i wi)
+  LanePoint times_conjugate(Scalar wr, Scalar wi) const {
+    const V r(wr), i(wi);
+    return LanePoint{Ops::mul_add(re, r, im * i), Ops::mul_sub(im, r, re * i)};
+  }
+};
+
 /// Points per sub-transform run pass by pass: 256 KiB of data, inside L2.
 template <class V>
 constexpr index_t kInCachePoints = index_t(256 * 1024) / index_t(2 * sizeof(V));
@@ -75,24 +100,15 @@ constexpr index_t kInCachePoints = index_t(256 * 1024) / index_t(2 * sizeof(V));
 /// (a, b) -> (a + b, (a - b) w^(k L / size)).
 template <class V>
 void dif_pass(typename LaneOps<V>::Scalar* x, index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w) {
-  using Ops = LaneOps<V>;
-  constexpr index_t kL = Ops::kLanes;
+  constexpr index_t kL = LaneOps<V>::kLanes;
   const index_t half = size / 2, step = w.length() / size;
   for (index_t k = 0; k < half; ++k) {
     auto* top = x + 2 * kL * k;
     auto* bottom = x + 2 * kL * (k + half);
-    const V ar = Ops::load(top), ai = Ops::load(top + kL), br = Ops::load(bottom), bi = Ops::load(bottom + kL);
-    Ops::store(top, ar + br);
-    Ops::store(top + kL, ai + bi);
-    const V dr = ar - br, di = ai - bi;
-    if (k == 0) {
-      Ops::store(bottom, dr);
-      Ops::store(bottom + kL, di);
-      continue;
-    }
-    const V wr(w.re(k * step)), wi(w.im(k * step));
-    Ops::store(bottom, Ops::mul_sub(dr, wr, di * wi));
-    Ops::store(bottom + kL, Ops::mul_add(dr, wi, di * wr));
+    const LanePoint<V> a = LanePoint<V>::load(top), b = LanePoint<V>::load(bottom);
+    (a + b).store(top);
+    const LanePoint<V> d = a - b;
+    (k == 0 ? d : d.times(w.re(k * step), w.im(k * step))).store(bottom);
   }
 }
 
@@ -100,24 +116,16 @@ void dif_pass(typename LaneOps<V>::Scalar* x, index_t size, const FftTwiddles<ty
 /// (a, b) -> (a + b conj(w), a - b conj(w)), w = w^(k L / size).
 template <class V>
 void dit_inverse_pass(typename LaneOps<V>::Scalar* x, index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w) {
-  using Ops = LaneOps<V>;
-  constexpr index_t kL = Ops::kLanes;
+  constexpr index_t kL = LaneOps<V>::kLanes;
   const index_t half = size / 2, step = w.length() / size;
   for (index_t k = 0; k < half; ++k) {
     auto* top = x + 2 * kL * k;
     auto* bottom = x + 2 * kL * (k + half);
-    const V ar = Ops::load(top), ai = Ops::load(top + kL);
-    V br = Ops::load(bottom), bi = Ops::load(bottom + kL);
-    if (k != 0) {
-      const V wr(w.re(k * step)), wi(w.im(k * step));
-      const V tr = Ops::mul_add(br, wr, bi * wi);  // b conj(w)
-      const V ti = Ops::mul_sub(bi, wr, br * wi);
-      br = tr, bi = ti;
-    }
-    Ops::store(top, ar + br);
-    Ops::store(top + kL, ai + bi);
-    Ops::store(bottom, ar - br);
-    Ops::store(bottom + kL, ai - bi);
+    const LanePoint<V> a = LanePoint<V>::load(top);
+    LanePoint<V> b = LanePoint<V>::load(bottom);
+    if (k != 0) b = b.times_conjugate(w.re(k * step), w.im(k * step));
+    (a + b).store(top);
+    (a - b).store(bottom);
   }
 }
 
@@ -174,14 +182,10 @@ void fft_inverse_from_bit_reversed(typename detail::LaneOps<V>::Scalar* data,
 template <class V>
 void multiply_spectrum(typename detail::LaneOps<V>::Scalar* data, const typename detail::LaneOps<V>::Scalar* spectrum,
                        index_t length) {
-  using Ops = detail::LaneOps<V>;
-  constexpr index_t kL = Ops::kLanes;
+  constexpr index_t kL = detail::LaneOps<V>::kLanes;
   for (index_t f = 0; f < length; ++f) {
     auto* point = data + 2 * kL * f;
-    const V xr = Ops::load(point), xi = Ops::load(point + kL);
-    const V sr(spectrum[2 * f]), si(spectrum[2 * f + 1]);
-    Ops::store(point, Ops::mul_sub(xr, sr, xi * si));
-    Ops::store(point + kL, Ops::mul_add(xr, si, xi * sr));
+    detail::LanePoint<V>::load(point).times(spectrum[2 * f], spectrum[2 * f + 1]).store(point);
   }
 }
 
