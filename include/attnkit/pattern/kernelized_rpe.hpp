@@ -54,10 +54,11 @@ struct KernelizedRpe {
   /// room for the factor the estimate leaves out).
   static constexpr double kFftAccuracyBudget = 2e-5;
   /// kAuto's throughput model: FFT-path FLOP (fft_flops) run at this fraction of the direct
-  /// path's rate (direct_flops). Measured on a 2-core AMD EPYC with AVX-512, n = 4096, m = 32,
-  /// H = 8, D = Dv = 64: FFT path 23 GFLOP/s, direct path 46 GFLOP/s, so the paths cross near
-  /// n = 3000 (docs/architecture.md).
-  static constexpr double kFftRelativeRate = 0.5;
+  /// path's rate (direct_flops). Measured by the benchmarks attnkit/rpe_fft_m32 and
+  /// attnkit/rpe_direct_m32 on a 2-core AMD EPYC with AVX-512 (H = 8, D = Dv = 64): 81 / 104,
+  /// 72 / 114 and 68 / 115 GFLOP/s at n = 2048, 4096, 8192, so the paths cross near n = 1500
+  /// (docs/architecture.md).
+  static constexpr double kFftRelativeRate = 0.65;
 
   index_t features = 64;
   FeatureMap map = FeatureMap::kPositive;
