@@ -41,10 +41,10 @@ enum class RpeAlgorithm { kAuto, kFft, kDirect };
 ///   algorithm: kAuto, kFft (O(n log n): Toeplitz products by circulant FFT) or kDirect
 ///   (the O(Lq Lk (m + Dv)) sums).
 /// The FFT's error in each Toeplitz product is relative to the largest entries of the
-/// column: a query row whose reachable biases all lie `spread` nats below another row's
-/// (RpeBias::row_spread: a steep one-sided decay, a peak some rows cannot reach) has an
-/// error about exp(spread) times its own size larger, eps_T log2(L) exp(spread) relative;
-/// kAuto takes the direct path when that exceeds kFftAccuracyBudget. Numerator and denominator mix
+/// column, so rows whose sums are much smaller than the largest row's lose digits (a steep
+/// one-sided decay, a peak some rows cannot reach, the first rows of a causal call):
+/// fft_direct_rows gives the model, by which kAuto sums a causal call's first rows directly
+/// and sends a non-causal call beyond kFftAccuracyBudget to the direct path. Numerator and denominator mix
 /// every K and V row (the FFT mixes all positions), so NaN or Inf in any row, even a causally
 /// excluded one, reaches every output. No log-sum-exp exists: a call with lse throws.
 /// Usage: attnkit::KernelizedRpe rpe{.features = 32, .bias = attnkit::RpeBias(n - 1, table)};
