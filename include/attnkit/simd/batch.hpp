@@ -8,8 +8,8 @@
 // xsimd 8.1's double-precision sin/cos range reduction (math/xsimd_rem_pio2.hpp, fdlibm's
 // __kernel_rem_pio2) trips GCC 12's -Wmaybe-uninitialized once inlined into an
 // AddressSanitizer build (GCC cannot follow the loop bounds that fill fq[] before it is read,
-// as fdlibm does); the warning
-// is located in that header, so it is silenced for xsimd's headers only.
+// as fdlibm does); the warning is located in that header, so it is silenced for xsimd's
+// headers only.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
