@@ -65,7 +65,7 @@ inline void register_rpe_benchmarks(Registry& registry, int threads, index_t max
         std::fill(data.data(), data.data() + 2 * simd::kWidth<float> * length, 0.5f);
         const kernel::ToeplitzBatch<float> batch(data.data(), twiddles);
         for (auto _ : state) {
-          batch.transform(spectrum.data());
+          batch.transform(spectrum.data(), state.range(0), state.range(0));
           benchmark::DoNotOptimize(data.data());
         }
         const double lanes = static_cast<double>(simd::kWidth<float>);

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <vector>
@@ -23,7 +24,8 @@ index_t bit_reversed(index_t f, index_t length) {
 
 /// Forward DFT of every lane in bit-reversed order, then the inverse: both against the
 /// naive DFT (relative to the spectrum's size, as an FFT's error is), over lengths that
-/// take the in-cache passes and the recursive split.
+/// take the in-cache passes (an odd and an even number of levels) and the recursive split
+/// (above kInCachePoints: 2048 points for AVX-512 floats, 8192 for SSE2).
 template <class T>
 void check_forward_and_inverse(index_t length) {
   constexpr index_t kLanes = simd::kFftLanes<simd::Batch<T>>;
@@ -64,18 +66,19 @@ void check_forward_and_inverse(index_t length) {
 }
 
 TEST(LaneFft, FloatMatchesNaiveDft) {
-  for (index_t length : {2, 4, 8, 64, 1024, 4096, 8192}) check_forward_and_inverse<float>(length);
+  for (index_t length : {2, 4, 8, 64, 1024, 4096, 8192, 32768}) check_forward_and_inverse<float>(length);
 }
 TEST(LaneFft, DoubleMatchesNaiveDft) {
-  for (index_t length : {2, 16, 512, 8192}) check_forward_and_inverse<double>(length);
+  for (index_t length : {2, 16, 512, 8192, 32768}) check_forward_and_inverse<double>(length);
 }
 
 /// A ToeplitzBatch product y_i = sum_j c(j - i - (Lk - Lq)) x_j against the sum itself, for
-/// Lq = Lk, Lq < Lk and Lq > Lk, with a one-sided (causal) coefficient table.
+/// Lq = Lk, Lq < Lk and Lq > Lk, with a one-sided (causal) coefficient table, in cache and
+/// through the recursive split (L = 8192 and 32768; every row up to 100, then a sample).
 TEST(ToeplitzBatch, MatchesDirectSums) {
   using T = float;
   constexpr index_t kColumns = kernel::ToeplitzBatch<T>::kColumns;
-  for (const auto& [lq, lk] : {std::pair<index_t, index_t>{37, 37}, {5, 70}, {90, 3}, {1, 1}}) {
+  for (const auto& [lq, lk] : {std::pair<index_t, index_t>{37, 37}, {5, 70}, {90, 3}, {1, 1}, {3000, 5000}, {9000, 9000}}) {
     for (bool causal : {false, true}) {
       const auto c = [&](index_t t) { return causal && t > 0 ? 0.0 : std::exp(-0.05 * std::abs(static_cast<double>(t)) + 0.01 * t); };
       const index_t length = kernel::circulant_length(lq, lk);
@@ -92,9 +95,8 @@ TEST(ToeplitzBatch, MatchesDirectSums) {
           x[static_cast<std::size_t>(j * kColumns + col)] = testing::normal_sample(7, 1, static_cast<std::uint64_t>(j * kColumns + col));
           batch.point(j)[col] = static_cast<T>(x[static_cast<std::size_t>(j * kColumns + col)]);
         }
-      batch.clear_from(lk);
-      batch.transform(spectrum.data());
-      for (index_t i = 0; i < lq; ++i)
+      batch.transform(spectrum.data(), lk, lq);
+      for (index_t i = 0; i < lq; i += std::max<index_t>(1, lq / 97))
         for (index_t col = 0; col < kColumns; ++col) {
           double expected = 0, size = 0;
           for (index_t j = 0; j < lk; ++j) {
@@ -105,6 +107,48 @@ TEST(ToeplitzBatch, MatchesDirectSums) {
           EXPECT_NEAR(batch.point(i)[col], expected, 1e-5 * (1 + size)) << lq << " x " << lk << " causal " << causal;
         }
     }
+  }
+}
+
+/// The streamed product (inputs from a source, outputs to a sink, simd::fft_convolve's fused
+/// ends) equals the in-place one bit for bit, and reads exactly the points j < Lk and writes
+/// exactly the rows i < Lq, once each.
+TEST(ToeplitzBatch, StreamedEqualsInPlace) {
+  using T = float;
+  using Batch = simd::Batch<T>;
+  constexpr index_t kW = static_cast<index_t>(simd::kWidth<T>);
+  for (const auto& [lq, lk] : {std::pair<index_t, index_t>{3, 2}, {700, 900}, {6000, 6000}}) {
+    const index_t length = kernel::circulant_length(lq, lk);
+    const simd::FftTwiddles<double> spectrum_twiddles(length);
+    const simd::FftTwiddles<T> twiddles(length);
+    std::vector<double> scratch(static_cast<std::size_t>(2 * length));
+    std::vector<T> spectrum(static_cast<std::size_t>(2 * length));
+    kernel::circulant_spectrum<T>(lq, lk, [](index_t t) { return std::exp(-0.002 * std::abs(static_cast<double>(t))); },
+                                  spectrum_twiddles, scratch.data(), spectrum.data());
+    const index_t columns = kernel::ToeplitzBatch<T>::kColumns;
+    detail::AlignedBuffer<T> x(columns * lk), in_place(2 * kW * length), streamed(2 * kW * length);
+    for (index_t e = 0; e < columns * lk; ++e) x.data()[e] = static_cast<T>(testing::normal_sample(9, 1, static_cast<std::uint64_t>(e)));
+    const kernel::ToeplitzBatch<T> a(in_place.data(), twiddles), b(streamed.data(), twiddles);
+    std::copy(x.data(), x.data() + columns * lk, a.point(0));
+    a.transform(spectrum.data(), lk, lq);
+    std::vector<int> reads(static_cast<std::size_t>(lk)), writes(static_cast<std::size_t>(lq));
+    std::vector<T> out(static_cast<std::size_t>(columns * lq));
+    b.transform(
+        spectrum.data(), lk,
+        [&](index_t j) {
+          ++reads[static_cast<std::size_t>(j)];
+          const T* p = x.data() + columns * j;
+          return kernel::ToeplitzBatch<T>::Point{Batch::load_aligned(p), Batch::load_aligned(p + kW)};
+        },
+        lq,
+        [&](index_t i, const kernel::ToeplitzBatch<T>::Point& y) {
+          ++writes[static_cast<std::size_t>(i)];
+          y.re.store_unaligned(out.data() + columns * i);
+          y.im.store_unaligned(out.data() + columns * i + kW);
+        });
+    EXPECT_EQ(std::count(reads.begin(), reads.end(), 1), lk) << lq << " x " << lk;
+    EXPECT_EQ(std::count(writes.begin(), writes.end(), 1), lq) << lq << " x " << lk;
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), a.point(0))) << lq << " x " << lk;
   }
 }
 

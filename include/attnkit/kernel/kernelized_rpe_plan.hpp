@@ -240,7 +240,34 @@ class KernelizedRpePlan {
                           query_ld};
   }
 
-  /// out[i][first .. first + 2W) = sum_u phi_q[i][u] (T (phi_k[:, u] * v[:, c]))_i.
+  using Batch = simd::Batch<T>;
+  using Point = typename ToeplitzBatch<T>::Point;
+  /// 2 W consecutive columns of a row: [0, W) and [W, 2 W).
+  struct GroupColumns {
+    Batch low, high;
+  };
+  /// The first `width` (<= 2 W) of them at x, zero beyond.
+  static GroupColumns load_columns(const T* x, index_t width) {
+    if (width == ToeplitzBatch<T>::kColumns) return GroupColumns{Batch::load_unaligned(x), Batch::load_unaligned(x + kW)};
+    alignas(64) T padded[ToeplitzBatch<T>::kColumns] = {};
+    std::copy(x, x + width, padded);
+    return GroupColumns{Batch::load_aligned(padded), Batch::load_aligned(padded + kW)};
+  }
+  static void store_columns(T* x, index_t width, const GroupColumns& value) {
+    if (width == ToeplitzBatch<T>::kColumns) {
+      value.low.store_unaligned(x);
+      value.high.store_unaligned(x + kW);
+      return;
+    }
+    alignas(64) T padded[ToeplitzBatch<T>::kColumns];
+    value.low.store_aligned(padded);
+    value.high.store_aligned(padded + kW);
+    std::copy(padded, padded + width, x);
+  }
+
+  /// out[i][first .. first + 2W) = sum_u phi_q[i][u] (T (phi_k[:, u] * v[:, c]))_i, the
+  /// product streamed: its inputs built from v and phi_k as the transform's first pass reads
+  /// them, its outputs folded into out as its last pass writes them.
   void value_group(const AttentionCall<T>& call, const Workspace& work, const ToeplitzBatch<T>& batch, const T* spectrum,
                    index_t b, index_t h, index_t first) const {
     const AttentionShape& s = call.shape;
@@ -257,36 +284,26 @@ class KernelizedRpePlan {
                    f.query_ld);
       for (index_t u = 0; u < count; ++u) {
         const T* phi_k = f.keys + u * f.key_ld;
-        for (index_t j = 0; j < s.kv_len; ++j) {
-          const T* v = call.v.row(b, kv_head, j) + first;
-          T* point = batch.point(j);
-          if (width == ToeplitzBatch<T>::kColumns) {
-            const simd::Batch<T> weight(phi_k[j]);
-            (weight * simd::Batch<T>::load_unaligned(v)).store_aligned(point);
-            (weight * simd::Batch<T>::load_unaligned(v + kW)).store_aligned(point + kW);
-          } else {
-            for (index_t c = 0; c < ToeplitzBatch<T>::kColumns; ++c) point[c] = c < width ? phi_k[j] * v[c] : T(0);
-          }
-        }
-        batch.clear_from(s.kv_len);
-        batch.transform(spectrum);
         const T* phi_q = f.queries + u * f.query_ld;
         const bool first_feature = u0 + u == 0;
-        for (index_t i = 0; i < s.q_len; ++i) {
-          T* o = call.out.row(b, h, i) + first;
-          const T* y = batch.point(i);
-          if (width == ToeplitzBatch<T>::kColumns) {
-            const simd::Batch<T> weight(phi_q[i]);
-            for (index_t half = 0; half < 2; ++half) {
-              const simd::Batch<T> yv = simd::Batch<T>::load_aligned(y + half * kW);
-              const simd::Batch<T> sum =
-                  first_feature ? weight * yv : simd::fma(weight, yv, simd::Batch<T>::load_unaligned(o + half * kW));
-              sum.store_unaligned(o + half * kW);
-            }
-          } else {
-            for (index_t c = 0; c < width; ++c) o[c] = first_feature ? phi_q[i] * y[c] : std::fma(phi_q[i], y[c], o[c]);
-          }
-        }
+        batch.transform(
+            spectrum, s.kv_len,
+            [&](index_t j) {
+              const Batch weight(phi_k[j]);
+              const GroupColumns x = load_columns(call.v.row(b, kv_head, j) + first, width);
+              return Point{weight * x.low, weight * x.high};
+            },
+            s.q_len,
+            [&](index_t i, const Point& y) {
+              T* o = call.out.row(b, h, i) + first;
+              const Batch weight(phi_q[i]);
+              if (first_feature) {
+                store_columns(o, width, GroupColumns{weight * y.re, weight * y.im});
+              } else {
+                const GroupColumns sum = load_columns(o, width);
+                store_columns(o, width, GroupColumns{simd::fma(weight, y.re, sum.low), simd::fma(weight, y.im, sum.high)});
+              }
+            });
       }
     }
   }
@@ -303,7 +320,7 @@ class KernelizedRpePlan {
     constexpr index_t kColumns = ToeplitzBatch<T>::kColumns;
     for (index_t group = 0; group < map.features(); group += kColumns) {
       const index_t group_end = std::min(map.features(), group + kColumns);
-      batch.clear_from(0);
+      if (group_end - group < kColumns) std::fill(batch.point(0), batch.point(s.kv_len), T(0));  // the unused lanes
       for (index_t u0 = group; u0 < group_end; u0 += kFeatureBlock) {
         const index_t count = std::min(kFeatureBlock, map.features() - u0);
         map.features(key_rows(call, b, h), call.k.stride(kSeq), s.kv_len, u0, count, keys.rho, keys.shift, f.keys, f.key_ld);
@@ -312,7 +329,7 @@ class KernelizedRpePlan {
           for (index_t j = 0; j < s.kv_len; ++j) batch.point(j)[u0 - group + u] = phi_k[j];
         }
       }
-      batch.transform(spectrum);
+      batch.transform(spectrum, s.kv_len, s.q_len);
       for (index_t u0 = group; u0 < group_end; u0 += kFeatureBlock) {
         const index_t count = std::min(kFeatureBlock, map.features() - u0);
         map.features(query_rows(call, b, h), call.q.stride(kSeq), s.q_len, u0, count, queries.rho, queries.shift, f.queries,

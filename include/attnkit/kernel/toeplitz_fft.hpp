@@ -12,10 +12,10 @@
 
 namespace attnkit::kernel {
 
-/// The smallest power of two >= Lq + Lk - 1 (and >= 2): the circulant that holds every offset
+/// The smallest power of two >= Lq + Lk - 1 (and >= 4, simd::fft_convolve's least): the circulant that holds every offset
 /// j - i of an Lq x Lk Toeplitz matrix without wrapping onto another.
 inline index_t circulant_length(index_t q_len, index_t kv_len) {
-  index_t length = 2;
+  index_t length = 4;
   while (length < q_len + kv_len - 1) length *= 2;
   return length;
 }
@@ -41,12 +41,13 @@ void circulant_spectrum(index_t q_len, index_t kv_len, Coefficient&& coefficient
 /// sequences (column c < W in the real parts of lane c, column W + c in the imaginary parts):
 /// the spectrum is that of a real sequence, so one complex convolution carries two real ones
 /// (its real and imaginary parts never mix).
-/// data: [L x 2 x W] elements, aligned; points j >= Lk must be zero when transform() runs.
+/// data: [L x 2 x W] elements, aligned: the transform's scratch.
 template <class T>
 class ToeplitzBatch {
  public:
   static constexpr index_t kLanes = static_cast<index_t>(simd::kWidth<T>);
   static constexpr index_t kColumns = 2 * kLanes;
+  using Point = simd::FftPoint<simd::Batch<T>>;
 
   ToeplitzBatch(T* data, const simd::FftTwiddles<T>& twiddles) : data_(data), twiddles_(twiddles) {}
 
@@ -54,14 +55,18 @@ class ToeplitzBatch {
   T* point(index_t j) const { return data_ + 2 * kLanes * j; }
   index_t length() const { return twiddles_.length(); }
 
-  void clear_from(index_t first_point) const { std::fill(point(first_point), point(length()), T(0)); }
+  /// Streams every column x through its product with the Toeplitz matrix of `spectrum`
+  /// (circulant_spectrum): x_j = source(j) for j < Lk (a Point), and sink(i, y_i) for i < Lq.
+  template <class Source, class Sink>
+  void transform(const T* spectrum, index_t kv_len, Source&& source, index_t q_len, Sink&& sink) const {
+    simd::fft_convolve<simd::Batch<T>>(data_, twiddles_, spectrum, kv_len, source, q_len, sink);
+  }
 
-  /// Replaces every column x by its product with the Toeplitz matrix of `spectrum`
-  /// (circulant_spectrum): points i < Lq then hold y_i.
-  void transform(const T* spectrum) const {
-    simd::fft_forward_bit_reversed<simd::Batch<T>>(data_, twiddles_);
-    simd::multiply_spectrum<simd::Batch<T>>(data_, spectrum, length());
-    simd::fft_inverse_from_bit_reversed<simd::Batch<T>>(data_, twiddles_);
+  /// The same in place: x_j from point(j) for j < Lk, y_i to point(i) for i < Lq.
+  void transform(const T* spectrum, index_t kv_len, index_t q_len) const {
+    transform(
+        spectrum, kv_len, [this](index_t j) { return Point::load(point(j)); }, q_len,
+        [this](index_t i, const Point& y) { y.store(point(i)); });
   }
 
  private:

@@ -10,8 +10,8 @@
 // The forward transform is decimation in frequency and leaves the spectrum in bit-reversed
 // order; the inverse is decimation in time and takes it in that order: a convolution multiplies
 // two spectra pointwise, which does not care about their order, so neither direction needs a
-// bit-reversal permutation. Both recurse depth-first until a sub-transform fits in L2, then
-// run their radix-2 passes inside it.
+// bit-reversal permutation. Both run two radix-2 passes at a time (radix4_pass) and recurse
+// depth-first until a sub-transform fits in L2.
 
 #include <cmath>
 #include <cstddef>
@@ -23,25 +23,31 @@
 
 namespace attnkit::simd {
 
-/// w^k = exp(-2 pi i k / L) for k < L / 2 (computed in double), L a power of two >= 2.
+/// The twiddles of every pass of a transform of length L (a power of two >= 2): for each
+/// span s = 2, 4, ..., L, w_s^k = exp(-2 pi i k / s) for k < s / 2 as (re, im) pairs, computed
+/// in double. A pass of span s reads only its own s / 2 contiguous pairs, not every (L / s)-th
+/// entry of one length-L table, which at L = 2^17 touched a cache line per twiddle.
 template <class T>
 class FftTwiddles {
  public:
-  explicit FftTwiddles(index_t length) : length_(length), re_(static_cast<std::size_t>(length / 2)), im_(re_.size()) {
+  explicit FftTwiddles(index_t length) : length_(length), table_(static_cast<std::size_t>(2 * (length - 1))) {
     constexpr double kTwoPi = 6.283185307179586476925286766559;
-    for (index_t k = 0; k < length / 2; ++k) {
-      const double angle = -kTwoPi * static_cast<double>(k) / static_cast<double>(length);
-      re_[static_cast<std::size_t>(k)] = static_cast<T>(std::cos(angle));
-      im_[static_cast<std::size_t>(k)] = static_cast<T>(std::sin(angle));
+    for (index_t span = 2; span <= length; span *= 2) {
+      T* pairs = table_.data() + 2 * (span / 2 - 1);
+      for (index_t k = 0; k < span / 2; ++k) {
+        const double angle = -kTwoPi * static_cast<double>(k) / static_cast<double>(span);
+        pairs[2 * k] = static_cast<T>(std::cos(angle));
+        pairs[2 * k + 1] = static_cast<T>(std::sin(angle));
+      }
     }
   }
   index_t length() const { return length_; }
-  T re(index_t k) const { return re_[static_cast<std::size_t>(k)]; }
-  T im(index_t k) const { return im_[static_cast<std::size_t>(k)]; }
+  /// w_s^k at [2 k] (re) and [2 k + 1] (im), k < s / 2.
+  const T* span(index_t s) const { return table_.data() + 2 * (s / 2 - 1); }
 
  private:
   index_t length_;
-  std::vector<T> re_, im_;
+  std::vector<T> table_;  // span s at 2 (s / 2 - 1)
 };
 
 namespace detail {
@@ -80,14 +86,14 @@ struct LanePoint {
   }
   LanePoint operator+(const LanePoint& o) const { return LanePoint{re + o.re, im + o.im}; }
   LanePoint operator-(const LanePoint& o) const { return LanePoint{re - o.re, im - o.im}; }
-  /// times (wr + i wi), the same for every lane
-  LanePoint times(Scalar wr, Scalar wi) const {
-    const V r(wr), i(wi);
+  /// times w (a (re, im) pair), the same for every lane
+  LanePoint times(const Scalar* w) const {
+    const V r(w[0]), i(w[1]);
     return LanePoint{Ops::mul_sub(re, r, im * i), Ops::mul_add(re, i, im * r)};
   }
-  /// times (wr - i wi)
-  LanePoint times_conjugate(Scalar wr, Scalar wi) const {
-    const V r(wr), i(wi);
+  /// times conj(w)
+  LanePoint times_conjugate(const Scalar* w) const {
+    const V r(w[0]), i(w[1]);
     return LanePoint{Ops::mul_add(re, r, im * i), Ops::mul_sub(im, r, re * i)};
   }
 };
@@ -96,63 +102,140 @@ struct LanePoint {
 template <class V>
 constexpr index_t kInCachePoints = index_t(256 * 1024) / index_t(2 * sizeof(V));
 
-/// One decimation-in-frequency pass over the `size` points at x: for k < size / 2,
-/// (a, b) -> (a + b, (a - b) w^(k L / size)).
+/// The forward (decimation-in-frequency) butterfly: (a, b) -> (a + b, (a - b) w); k = 0 means
+/// w = 1, and skips the product.
 template <class V>
-void dif_pass(typename LaneOps<V>::Scalar* x, index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w) {
-  constexpr index_t kL = LaneOps<V>::kLanes;
-  const index_t half = size / 2, step = w.length() / size;
-  for (index_t k = 0; k < half; ++k) {
-    auto* top = x + 2 * kL * k;
-    auto* bottom = x + 2 * kL * (k + half);
-    const LanePoint<V> a = LanePoint<V>::load(top), b = LanePoint<V>::load(bottom);
-    (a + b).store(top);
-    const LanePoint<V> d = a - b;
-    (k == 0 ? d : d.times(w.re(k * step), w.im(k * step))).store(bottom);
-  }
+void dif(LanePoint<V>& a, LanePoint<V>& b, const typename LaneOps<V>::Scalar* w, index_t k) {
+  const LanePoint<V> d = a - b;
+  a = a + b;
+  b = k == 0 ? d : d.times(w + 2 * k);
 }
 
-/// One decimation-in-time pass of the inverse transform over the `size` points at x:
-/// (a, b) -> (a + b conj(w), a - b conj(w)), w = w^(k L / size).
+/// The inverse (decimation-in-time) butterfly: (a, b) -> (a + b conj(w), a - b conj(w)).
 template <class V>
-void dit_inverse_pass(typename LaneOps<V>::Scalar* x, index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w) {
-  constexpr index_t kL = LaneOps<V>::kLanes;
-  const index_t half = size / 2, step = w.length() / size;
-  for (index_t k = 0; k < half; ++k) {
-    auto* top = x + 2 * kL * k;
-    auto* bottom = x + 2 * kL * (k + half);
-    const LanePoint<V> a = LanePoint<V>::load(top);
-    LanePoint<V> b = LanePoint<V>::load(bottom);
-    if (k != 0) b = b.times_conjugate(w.re(k * step), w.im(k * step));
-    (a + b).store(top);
-    (a - b).store(bottom);
-  }
+void dit_inverse(LanePoint<V>& a, LanePoint<V>& b, const typename LaneOps<V>::Scalar* w, index_t k) {
+  const LanePoint<V> t = k == 0 ? b : b.times_conjugate(w + 2 * k);
+  b = a - t;
+  a = a + t;
 }
 
-template <class V>
-void forward_recursive(typename LaneOps<V>::Scalar* x, index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w) {
-  if (size <= kInCachePoints<V>) {
-    for (index_t span = size; span >= 2; span /= 2) {
-      for (index_t begin = 0; begin < size; begin += span) dif_pass<V>(x + 2 * LaneOps<V>::kLanes * begin, span, w);
+/// Two passes at once over the `size` points of one block (spans size and size / 2): for
+/// k < size / 4 the points k + j size / 4, j < 4, go through their four radix-2 butterflies in
+/// registers, half the loads and stores of two radix-2 passes (which the in-cache passes are
+/// bound by) and the same arithmetic, so the same result. Forward: span size, then size / 2;
+/// inverse: the reverse. load(p) gives point p of the block, store(p, point) takes it back.
+template <class V, bool kForward, class Load, class Store>
+void radix4_pass(index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w, Load&& load, Store&& store) {
+  const index_t quarter = size / 4;
+  const auto* outer = w.span(size);
+  const auto* inner = w.span(size / 2);
+  for (index_t k = 0; k < quarter; ++k) {
+    LanePoint<V> a0 = load(k), a1 = load(k + quarter), a2 = load(k + 2 * quarter), a3 = load(k + 3 * quarter);
+    if constexpr (kForward) {
+      dif<V>(a0, a2, outer, k);
+      dif<V>(a1, a3, outer, k + quarter);
+      dif<V>(a0, a1, inner, k);
+      dif<V>(a2, a3, inner, k);
+    } else {
+      dit_inverse<V>(a0, a1, inner, k);
+      dit_inverse<V>(a2, a3, inner, k);
+      dit_inverse<V>(a0, a2, outer, k);
+      dit_inverse<V>(a1, a3, outer, k + quarter);
     }
+    store(k, a0);
+    store(k + quarter, a1);
+    store(k + 2 * quarter, a2);
+    store(k + 3 * quarter, a3);
+  }
+}
+
+/// radix4_pass in place on the `size` contiguous points at x.
+template <class V, bool kForward>
+void radix4_pass(typename LaneOps<V>::Scalar* x, index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w) {
+  constexpr index_t kL = LaneOps<V>::kLanes;
+  radix4_pass<V, kForward>(
+      size, w, [x](index_t p) { return LanePoint<V>::load(x + 2 * kL * p); },
+      [x](index_t p, const LanePoint<V>& point) { point.store(x + 2 * kL * p); });
+}
+
+/// The pass of span 2 over `size` points: sums and differences of neighbours (w = 1).
+template <class V, bool kForward>
+void radix2_neighbours(typename LaneOps<V>::Scalar* x, index_t size) {
+  constexpr index_t kL = LaneOps<V>::kLanes;
+  for (index_t p = 0; p < size; p += 2) {
+    auto* point = x + 2 * kL * p;
+    LanePoint<V> a = LanePoint<V>::load(point), b = LanePoint<V>::load(point + 2 * kL);
+    if constexpr (kForward) {
+      dif<V>(a, b, nullptr, 0);
+    } else {
+      dit_inverse<V>(a, b, nullptr, 0);
+    }
+    a.store(point);
+    b.store(point + 2 * kL);
+  }
+}
+
+/// Every pass of a transform of `size` points held in cache, two at a time: the forward
+/// spans size, size / 2, ..., and a last span-2 pass when log2(size) is odd; the inverse the
+/// same in the opposite order.
+template <class V, bool kForward>
+void in_cache_passes(typename LaneOps<V>::Scalar* x, index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w) {
+  constexpr index_t kL = LaneOps<V>::kLanes;
+  index_t levels = 0;
+  while ((index_t(1) << levels) < size) ++levels;
+  const bool odd_levels = levels % 2 == 1;
+  if (!kForward && odd_levels) radix2_neighbours<V, false>(x, size);
+  if constexpr (kForward) {
+    for (index_t span = size; span >= 4; span /= 4)
+      for (index_t begin = 0; begin < size; begin += span) radix4_pass<V, true>(x + 2 * kL * begin, span, w);
+  } else {
+    for (index_t span = odd_levels ? 8 : 4; span <= size; span *= 4)
+      for (index_t begin = 0; begin < size; begin += span) radix4_pass<V, false>(x + 2 * kL * begin, span, w);
+  }
+  if (kForward && odd_levels) radix2_neighbours<V, true>(x, size);
+}
+
+/// Depth first: transforms larger than kInCachePoints run their two widest passes over the
+/// whole, then recurse into the quarters, which the forward transform leaves independent and
+/// the inverse takes as independent.
+template <class V, bool kForward>
+void transform(typename LaneOps<V>::Scalar* x, index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w) {
+  if (size <= kInCachePoints<V>) {
+    in_cache_passes<V, kForward>(x, size, w);
     return;
   }
-  dif_pass<V>(x, size, w);
-  forward_recursive<V>(x, size / 2, w);
-  forward_recursive<V>(x + LaneOps<V>::kLanes * size, size / 2, w);
+  constexpr index_t kL = LaneOps<V>::kLanes;
+  if constexpr (kForward) radix4_pass<V, true>(x, size, w);
+  for (index_t j = 0; j < 4; ++j) transform<V, kForward>(x + 2 * kL * j * (size / 4), size / 4, w);
+  if constexpr (!kForward) radix4_pass<V, false>(x, size, w);
 }
 
+/// data[f] *= spectrum[f] for the `size` points at data (spectrum: (re, im) pairs).
 template <class V>
-void inverse_recursive(typename LaneOps<V>::Scalar* x, index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w) {
+void multiply_spectrum(typename LaneOps<V>::Scalar* data, const typename LaneOps<V>::Scalar* spectrum, index_t size) {
+  constexpr index_t kL = LaneOps<V>::kLanes;
+  for (index_t f = 0; f < size; ++f) {
+    auto* point = data + 2 * kL * f;
+    LanePoint<V>::load(point).times(spectrum + 2 * f).store(point);
+  }
+}
+
+/// The forward transform, the spectrum product and the inverse of the `size` points at x, a
+/// block of the length-L transform below its two widest passes: in cache, all three in turn
+/// while the block stays there; larger, two passes each way around the quarters.
+template <class V>
+void convolve_block(typename LaneOps<V>::Scalar* x, index_t size, const typename LaneOps<V>::Scalar* spectrum,
+                    const FftTwiddles<typename LaneOps<V>::Scalar>& w) {
+  constexpr index_t kL = LaneOps<V>::kLanes;
   if (size <= kInCachePoints<V>) {
-    for (index_t span = 2; span <= size; span *= 2) {
-      for (index_t begin = 0; begin < size; begin += span) dit_inverse_pass<V>(x + 2 * LaneOps<V>::kLanes * begin, span, w);
-    }
+    in_cache_passes<V, true>(x, size, w);
+    multiply_spectrum<V>(x, spectrum, size);
+    in_cache_passes<V, false>(x, size, w);
     return;
   }
-  inverse_recursive<V>(x, size / 2, w);
-  inverse_recursive<V>(x + LaneOps<V>::kLanes * size, size / 2, w);
-  dit_inverse_pass<V>(x, size, w);
+  radix4_pass<V, true>(x, size, w);
+  for (index_t j = 0; j < 4; ++j) convolve_block<V>(x + 2 * kL * j * (size / 4), size / 4, spectrum + 2 * j * (size / 4), w);
+  radix4_pass<V, false>(x, size, w);
 }
 
 }  // namespace detail
@@ -161,12 +244,17 @@ void inverse_recursive(typename LaneOps<V>::Scalar* x, index_t size, const FftTw
 template <class V>
 inline constexpr index_t kFftLanes = detail::LaneOps<V>::kLanes;
 
+/// One point of every lane (members re and im, each a V): what fft_convolve's source gives
+/// and its sink takes.
+template <class V>
+using FftPoint = detail::LanePoint<V>;
+
 /// In place: the DFT X[f] = sum_p x[p] w^(p f) of every lane's sequence of w.length() points,
 /// the result in bit-reversed order of f. V is Batch<T> (kWidth<T> lanes, data aligned to
 /// the batch) or T (one lane).
 template <class V>
 void fft_forward_bit_reversed(typename detail::LaneOps<V>::Scalar* data, const FftTwiddles<typename detail::LaneOps<V>::Scalar>& w) {
-  detail::forward_recursive<V>(data, w.length(), w);
+  detail::transform<V, true>(data, w.length(), w);
 }
 
 /// In place: the inverse of fft_forward_bit_reversed times the length, x[p] = sum_f X[f]
@@ -174,19 +262,33 @@ void fft_forward_bit_reversed(typename detail::LaneOps<V>::Scalar* data, const F
 template <class V>
 void fft_inverse_from_bit_reversed(typename detail::LaneOps<V>::Scalar* data,
                                    const FftTwiddles<typename detail::LaneOps<V>::Scalar>& w) {
-  detail::inverse_recursive<V>(data, w.length(), w);
+  detail::transform<V, false>(data, w.length(), w);
 }
 
-/// data[f] *= spectrum[f] for every lane: spectrum is [L x 2] (re, im) scalars shared by all
-/// lanes, in the same (bit-reversed) order as the data.
-template <class V>
-void multiply_spectrum(typename detail::LaneOps<V>::Scalar* data, const typename detail::LaneOps<V>::Scalar* spectrum,
-                       index_t length) {
+/// The circular convolution of every lane's sequence with the one whose bit-reversed DFT
+/// (times 1 / L) is `spectrum` ([L x 2] (re, im) scalars shared by all lanes), L =
+/// w.length() >= 4: the same arithmetic as fft_forward_bit_reversed, the product and
+/// fft_inverse_from_bit_reversed, with every block of L2 size transformed, multiplied and
+/// transformed back while it is in cache, and the ends fused into the two widest passes:
+/// the input point p < inputs is source(p) (a LanePoint; later points are zero and never
+/// read) and the output point p < outputs goes to sink(p, point) (later ones are dropped).
+/// data: [L x 2 x kLanes] scratch, aligned.
+template <class V, class Source, class Sink>
+void fft_convolve(typename detail::LaneOps<V>::Scalar* data, const FftTwiddles<typename detail::LaneOps<V>::Scalar>& w,
+                  const typename detail::LaneOps<V>::Scalar* spectrum, index_t inputs, Source&& source, index_t outputs,
+                  Sink&& sink) {
   constexpr index_t kL = detail::LaneOps<V>::kLanes;
-  for (index_t f = 0; f < length; ++f) {
-    auto* point = data + 2 * kL * f;
-    detail::LanePoint<V>::load(point).times(spectrum[2 * f], spectrum[2 * f + 1]).store(point);
-  }
+  using Point = detail::LanePoint<V>;
+  const index_t size = w.length(), quarter = size / 4;
+  detail::radix4_pass<V, true>(
+      size, w, [&](index_t p) { return p < inputs ? Point(source(p)) : Point{V(0), V(0)}; },
+      [data](index_t p, const Point& point) { point.store(data + 2 * kL * p); });
+  for (index_t j = 0; j < 4; ++j) detail::convolve_block<V>(data + 2 * kL * j * quarter, quarter, spectrum + 2 * j * quarter, w);
+  detail::radix4_pass<V, false>(
+      size, w, [data](index_t p) { return Point::load(data + 2 * kL * p); },
+      [&](index_t p, const Point& point) {
+        if (p < outputs) sink(p, point);
+      });
 }
 
 }  // namespace attnkit::simd
