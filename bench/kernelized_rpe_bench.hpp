@@ -63,7 +63,7 @@ inline void register_rpe_benchmarks(Registry& registry, int threads, index_t max
                                           spectrum_twiddles, scratch.data(), spectrum.data());
         attnkit::detail::AlignedBuffer<float> data(2 * simd::kWidth<float> * length);
         std::fill(data.data(), data.data() + 2 * simd::kWidth<float> * length, 0.5f);
-        const kernel::ToeplitzBatch<float> batch(data.data(), twiddles);
+        const kernel::ToeplitzBatch<float> batch(data.data(), kernel::LaneFftEngine<float>(twiddles));
         for (auto _ : state) {
           batch.transform(spectrum.data(), state.range(0), state.range(0));
           benchmark::DoNotOptimize(data.data());

@@ -340,6 +340,34 @@ TEST(KernelizedRpe, BitwiseIdenticalForAnyThreadCount) {
   }
 }
 
+/// The engines this build has besides kLanes: kEigen, and kFftw where ATTNKIT_FFTW is on.
+std::vector<RpeFft> library_engines() {
+  std::vector<RpeFft> engines{RpeFft::kEigen};
+  if (kernel::kHaveFftw) engines.push_back(RpeFft::kFftw);
+  return engines;
+}
+
+TEST(KernelizedRpe, LibraryEnginesMatchReferenceAndAreThreadInvariant) {
+  for (const RpeFft engine : library_engines()) {
+    for (const bool causal : {false, true}) {
+      const KernelizedRpe rpe{.features = 24, .bias = decaying_bias(200, 2), .causal = causal,
+                              .algorithm = RpeAlgorithm::kFft, .fft = engine};
+      for (const AttentionShape& s : {AttentionShape{1, 2, 2, 1, 1, 8, 8}, AttentionShape{1, 2, 2, 129, 129, 16, 40},
+                                      AttentionShape{2, 2, 1, 40, 130, 16, 16}, AttentionShape{1, 2, 2, 600, 600, 16, 33}}) {
+        EXPECT_TRUE(matches_reference<float>(rpe, s, InputSet::kNormal, 12))
+            << "engine " << static_cast<int>(engine) << " causal " << causal << " n " << s.q_len;
+      }
+      EXPECT_TRUE(matches_reference<double>(rpe, AttentionShape{1, 2, 2, 150, 150, 16, 20}, InputSet::kNormal, 13));
+      const AttentionShape s{2, 2, 2, 300, 300, 16, 40};
+      const testing::Problem<float> p = testing::make_problem<float>(s, InputSet::kNormal, 14);
+      Tensor<float> one(2, 2, 300, 40, Layout::kBHLD), many = one;
+      attention(rpe, p.q.cview(), p.k.cview(), p.v.cview(), one.view, Options{.threads = 1});
+      attention(rpe, p.q.cview(), p.k.cview(), p.v.cview(), many.view, Options{.threads = 3});
+      EXPECT_EQ(one.data, many.data) << "engine " << static_cast<int>(engine) << " causal " << causal;
+    }
+  }
+}
+
 TEST(KernelizedRpe, RandomMatricesAreKeyedAndOrthogonalBlocksAreOrthogonal) {
   const KernelizedRpe plain{.features = 40, .seed = 7, .layer = 2};
   EXPECT_EQ(plain.feature_matrix(1, 16), plain.feature_matrix(1, 16));
@@ -390,6 +418,10 @@ TEST(KernelizedRpe, RejectsBadInputWithoutWriting) {
   testing::expect_invalid_argument(run(KernelizedRpe{.map = static_cast<FeatureMap>(9)}), "KernelizedRpe.map");
   testing::expect_invalid_argument(run(KernelizedRpe{.temperature = 0}), "KernelizedRpe.temperature");
   testing::expect_invalid_argument(run(KernelizedRpe{.algorithm = static_cast<RpeAlgorithm>(5)}), "KernelizedRpe.algorithm");
+  testing::expect_invalid_argument(run(KernelizedRpe{.fft = static_cast<RpeFft>(7)}), "KernelizedRpe.fft");
+  if constexpr (!kernel::kHaveFftw) {  // (the sanitize preset builds without FFTW)
+    testing::expect_invalid_argument(run(KernelizedRpe{.fft = RpeFft::kFftw}), "KernelizedRpe.fft");
+  }
   testing::expect_invalid_argument(run(KernelizedRpe{.bias = RpeBias(1, std::vector<float>(9))}), "KernelizedRpe.bias tables");
   testing::expect_invalid_argument([] { RpeBias(2, std::vector<float>(4)); }, "RpeBias values.size()");
   testing::expect_invalid_argument([] { RpeBias(-1, std::vector<float>(1)); }, "RpeBias max_distance");

@@ -88,7 +88,7 @@ TEST(ToeplitzBatch, MatchesDirectSums) {
       std::vector<T> spectrum(static_cast<std::size_t>(2 * length));
       kernel::circulant_spectrum<T>(lq, lk, c, spectrum_twiddles, scratch.data(), spectrum.data());
       detail::AlignedBuffer<T> data(2 * simd::kWidth<T> * length);
-      const kernel::ToeplitzBatch<T> batch(data.data(), twiddles);
+      const kernel::ToeplitzBatch<T> batch(data.data(), kernel::LaneFftEngine<T>(twiddles));
       std::vector<double> x(static_cast<std::size_t>(lk * kColumns));
       for (index_t j = 0; j < lk; ++j)
         for (index_t col = 0; col < kColumns; ++col) {
@@ -128,7 +128,7 @@ TEST(ToeplitzBatch, StreamedEqualsInPlace) {
     const index_t columns = kernel::ToeplitzBatch<T>::kColumns;
     detail::AlignedBuffer<T> x(columns * lk), in_place(2 * kW * length), streamed(2 * kW * length);
     for (index_t e = 0; e < columns * lk; ++e) x.data()[e] = static_cast<T>(testing::normal_sample(9, 1, static_cast<std::uint64_t>(e)));
-    const kernel::ToeplitzBatch<T> a(in_place.data(), twiddles), b(streamed.data(), twiddles);
+    const kernel::ToeplitzBatch<T> a(in_place.data(), kernel::LaneFftEngine<T>(twiddles)), b(streamed.data(), kernel::LaneFftEngine<T>(twiddles));
     std::copy(x.data(), x.data() + columns * lk, a.point(0));
     a.transform(spectrum.data(), lk, lq);
     std::vector<int> reads(static_cast<std::size_t>(lk)), writes(static_cast<std::size_t>(lq));

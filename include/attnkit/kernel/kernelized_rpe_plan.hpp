@@ -4,12 +4,15 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "attnkit/core/call.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/detail/thread_scratch.hpp"
+#include "attnkit/kernel/eigen_fft_engine.hpp"
+#include "attnkit/kernel/fftw_engine.hpp"
 #include "attnkit/kernel/random_features.hpp"
 #include "attnkit/kernel/sequential_gemm.hpp"
 #include "attnkit/kernel/toeplitz_fft.hpp"
@@ -52,8 +55,15 @@ class KernelizedRpePlan {
   /// use_fft: the FFT path, with rows [0, direct_rows) summed directly (causal rows whose few
   /// terms the FFT's column-relative error would swamp; KernelizedRpe::fft_direct_rows);
   /// otherwise the direct path for every row.
-  KernelizedRpePlan(std::vector<FeatureBlocks<T>> heads, RpeBias bias, bool causal, bool use_fft, index_t direct_rows)
-      : heads_(std::move(heads)), bias_(std::move(bias)), causal_(causal), use_fft_(use_fft), direct_rows_(direct_rows) {
+  /// fft: the engine of the FFT path's Toeplitz products (kFftw only where kHaveFftw).
+  KernelizedRpePlan(std::vector<FeatureBlocks<T>> heads, RpeBias bias, bool causal, bool use_fft, index_t direct_rows,
+                    RpeFft fft = RpeFft::kLanes)
+      : heads_(std::move(heads)),
+        bias_(std::move(bias)),
+        causal_(causal),
+        use_fft_(use_fft),
+        direct_rows_(direct_rows),
+        fft_(fft) {
     for (index_t table = 0; table < std::max<index_t>(bias_.heads(), 1); ++table) bias_max_.push_back(bias_.max_value(table));
   }
 
@@ -103,7 +113,11 @@ class KernelizedRpePlan {
           spectra(plan.use_fft_ ? attnkit::detail::thread_scratch<struct RpeSpectraTag, T>(tables * 2 * length) : nullptr),
           key_features(direct_rows == 0 ? nullptr
                                          : attnkit::detail::thread_scratch<struct RpeDirectKeysTag, T>(
-                                               plan.heads_[0].features() * key_ld)) {}
+                                               plan.heads_[0].features() * key_ld)) {
+#if defined(ATTNKIT_WITH_FFTW)
+      if (plan.use_fft_ && plan.fft_ == RpeFft::kFftw) fftw.emplace(length);  // plans here, outside the region
+#endif
+    }
     index_t direct_rows;  // rows [0, direct_rows) by the direct sums
     index_t direct_keys;  // the keys those rows reach
     index_t key_ld;
@@ -116,6 +130,9 @@ class KernelizedRpePlan {
     std::vector<T> coefficients;  // direct path: per table, c_t at t + Lk - 1 for t in [-(Lk - 1), Lq - 1]
     T* spectra;       // [tables x L x 2]
     T* key_features;  // direct path: one head's [features x attnkit::detail::round_up(Lk)]
+#if defined(ATTNKIT_WITH_FFTW)
+    std::optional<FftwEngine<T>> fftw;
+#endif
     static T* zeroed(T* data, index_t count) {  // the stabiliser phase fills the rows, not the padding
       std::fill(data, data + count, T(0));
       return data;
@@ -149,7 +166,7 @@ class KernelizedRpePlan {
         if (use_fft_) {  // (rows summed directly also need the coefficients below)
           double* scratch = attnkit::detail::thread_scratch<struct RpeSpectrumScratchTag, double>(2 * work.length);
           circulant_spectrum<T>(s.q_len, s.kv_len, [&](index_t t) { return coefficient(item, t); }, work.spectrum_twiddles,
-                                scratch, work.spectra + item * 2 * work.length);
+                                scratch, work.spectra + item * 2 * work.length, fft_ != RpeFft::kLanes);
         }
         if (work.direct_rows > 0) {
           T* c = work.coefficients.data() + item * (s.q_len + s.kv_len - 1);
@@ -206,8 +223,25 @@ class KernelizedRpePlan {
     return SideRows{rho, shift};
   }
 
-  /// Phase 2, FFT path.
+  /// Phase 2, FFT path, on the chosen engine.
   void run_fft(const AttentionCall<T>& call, Workspace& work, parallel::Team& team) const {
+    switch (fft_) {
+      case RpeFft::kEigen:
+        run_fft(call, work, team, EigenFftEngine<T>(work.length));
+        return;
+      case RpeFft::kFftw:
+#if defined(ATTNKIT_WITH_FFTW)
+        run_fft(call, work, team, *work.fftw);
+#endif
+        return;
+      case RpeFft::kLanes:
+        break;
+    }
+    run_fft(call, work, team, LaneFftEngine<T>(work.twiddles));
+  }
+
+  template <class Engine>
+  void run_fft(const AttentionCall<T>& call, Workspace& work, parallel::Team& team, const Engine& engine) const {
     const AttentionShape& s = call.shape;
     const index_t value_groups = attnkit::detail::ceil_div(s.value_dim, ToeplitzBatch<T>::kColumns);
     const index_t groups = value_groups + 1;  // the last: the denominator
@@ -218,7 +252,7 @@ class KernelizedRpePlan {
       const index_t bh = item < per_group * value_groups ? item % per_group : item - per_group * value_groups;
       const index_t b = bh / s.q_heads, h = bh % s.q_heads;
       T* data = attnkit::detail::thread_scratch<struct RpeBatchTag, T>(2 * kW * work.length);
-      const ToeplitzBatch<T> batch(data, work.twiddles);
+      const ToeplitzBatch<T, Engine> batch(data, engine);
       const T* spectrum = work.spectra + (bias_.heads() > 1 ? h : 0) * 2 * work.length;
       if (group < value_groups) {
         value_group(call, work, batch, spectrum, b, h, group * ToeplitzBatch<T>::kColumns);
@@ -268,7 +302,8 @@ class KernelizedRpePlan {
   /// out[i][first .. first + 2W) = sum_u phi_q[i][u] (T (phi_k[:, u] * v[:, c]))_i, the
   /// product streamed: its inputs built from v and phi_k as the transform's first pass reads
   /// them, its outputs folded into out as its last pass writes them.
-  void value_group(const AttentionCall<T>& call, const Workspace& work, const ToeplitzBatch<T>& batch, const T* spectrum,
+  template <class Toeplitz>
+  void value_group(const AttentionCall<T>& call, const Workspace& work, const Toeplitz& batch, const T* spectrum,
                    index_t b, index_t h, index_t first) const {
     const AttentionShape& s = call.shape;
     const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
@@ -309,7 +344,8 @@ class KernelizedRpePlan {
   }
 
   /// den_i = sum_u phi_q[i][u] (T phi_k[:, u])_i, 2 W features per batch.
-  void denominator_group(const AttentionCall<T>& call, const Workspace& work, const ToeplitzBatch<T>& batch,
+  template <class Toeplitz>
+  void denominator_group(const AttentionCall<T>& call, const Workspace& work, const Toeplitz& batch,
                          const T* spectrum, index_t b, index_t h) const {
     const AttentionShape& s = call.shape;
     const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
@@ -434,6 +470,7 @@ class KernelizedRpePlan {
   bool causal_;
   bool use_fft_;
   index_t direct_rows_;
+  RpeFft fft_;
 };
 
 }  // namespace attnkit::kernel

@@ -17,6 +17,7 @@
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/kernel/kernelized_rpe_plan.hpp"
+#include "attnkit/kernel/fftw_engine.hpp"
 #include "attnkit/kernel/random_features.hpp"
 #include "attnkit/kernel/toeplitz_fft.hpp"
 #include "attnkit/pattern/rpe_bias.hpp"
@@ -40,6 +41,9 @@ enum class RpeAlgorithm { kAuto, kFft, kDirect };
 ///   causal: keys after the query's position get c = 0 (the lower-triangular Toeplitz).
 ///   algorithm: kAuto, kFft (O(n log n): Toeplitz products by circulant FFT) or kDirect
 ///   (the O(Lq Lk (m + Dv)) sums).
+///   fft: the FFT path's engine (RpeFft: kLanes, the default; kEigen; kFftw where the build
+///   has ATTNKIT_FFTW). The engines compute the same products to rounding; kAuto's rate
+///   model is calibrated for kLanes.
 /// The FFT's error in each Toeplitz product is relative to the largest entries of the
 /// column, so rows whose sums are much smaller than the largest row's lose digits (a steep
 /// one-sided decay, a peak some rows cannot reach, the first rows of a causal call):
@@ -69,6 +73,7 @@ struct KernelizedRpe {
   RpeBias bias = {};
   bool causal = false;
   RpeAlgorithm algorithm = RpeAlgorithm::kAuto;
+  RpeFft fft = RpeFft::kLanes;
 
   /// W of query head `head` for head dimension dim: features x dim, row-major (double).
   std::vector<double> feature_matrix(index_t head, index_t dim) const {
@@ -130,7 +135,7 @@ struct KernelizedRpe {
       heads.emplace_back(feature_matrix(h, call.shape.head_dim), features, call.shape.head_dim, spec);
     }
     const Path path = choose_path(call.shape, std::numeric_limits<T>::epsilon());
-    return kernel::KernelizedRpePlan<T>(std::move(heads), bias, causal, path.fft, path.direct_rows);
+    return kernel::KernelizedRpePlan<T>(std::move(heads), bias, causal, path.fft, path.direct_rows, fft);
   }
 
   /// Pairs: every (query, key) pair the bias reaches (Lq Lk, or the causal count); FLOP: the
@@ -214,6 +219,13 @@ struct KernelizedRpe {
     }
     if (algorithm != RpeAlgorithm::kAuto && algorithm != RpeAlgorithm::kFft && algorithm != RpeAlgorithm::kDirect) {
       detail::reject("KernelizedRpe.algorithm", static_cast<int>(algorithm), "is not an RpeAlgorithm (auto, fft or direct)");
+    }
+    if (fft != RpeFft::kLanes && fft != RpeFft::kEigen && fft != RpeFft::kFftw) {
+      detail::reject("KernelizedRpe.fft", static_cast<int>(fft), "is not an RpeFft (lanes, eigen or fftw)");
+    }
+    if (fft == RpeFft::kFftw && !kernel::kHaveFftw) {
+      detail::reject("KernelizedRpe.fft", "kFftw",
+                     "needs a build with FFTW (CMake option ATTNKIT_FFTW=ON, or define ATTNKIT_WITH_FFTW and link fftw3f/fftw3)");
     }
   }
 };
