@@ -60,9 +60,10 @@ struct FftwApi<double> {
   static void release(Complex* data) { fftw_free(data); }
 };
 
-/// The FFTW backend of KernelizedRpe (RpeFft::kFftw). FFTW runs fastest on contiguous
+/// The FFTW backend of KernelizedRpe (RpeFft::kFftw). FFTW runs best on contiguous
 /// interleaved sequences (a split-array guru plan over the batch's own layout, point stride
-/// 2 W, measured 3-15x slower here), so each convolution copies the W lane sequences of the
+/// 2 W, was as fast up to n = 16384 and 3x slower at n = 65536), so each convolution copies
+/// the W lane sequences of the
 /// batch out to a per-thread [W x L] complex array (FFTW-allocated, aligned for its SIMD
 /// codelets), runs one batched forward plan, the natural-order spectrum product and one
 /// batched backward plan (unnormalised: the spectrum carries 1 / L), and copies them back.
