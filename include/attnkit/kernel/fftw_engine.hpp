@@ -63,10 +63,10 @@ struct FftwApi<double> {
 /// The FFTW backend of KernelizedRpe (RpeFft::kFftw). FFTW runs best on contiguous
 /// interleaved sequences (a split-array guru plan over the batch's own layout, point stride
 /// 2 W, was as fast up to n = 16384 and 3x slower at n = 65536), so each convolution copies
-/// the W lane sequences of the
-/// batch out to a per-thread [W x L] complex array (FFTW-allocated, aligned for its SIMD
-/// codelets), runs one batched forward plan, the natural-order spectrum product and one
-/// batched backward plan (unnormalised: the spectrum carries 1 / L), and copies them back.
+/// the W lane sequences of the batch out to a per-thread [W x L] complex array
+/// (FFTW-allocated, aligned for its SIMD codelets), runs one batched forward plan, the
+/// natural-order spectrum product and one batched backward plan (unnormalised: the spectrum
+/// carries 1 / L), and copies them back.
 /// The copy doubles the engine's scratch (16 MiB more per thread at L = 2^17).
 /// Plans are made with FFTW_MEASURE on a scratch array, once per length for the life of the
 /// process, under a lock (FFTW's planner is not thread-safe; executing a plan on new arrays
