@@ -96,7 +96,8 @@ inline std::map<std::string, std::vector<Point>> points_by_family(const std::vec
     if (run.error_occurred || run.report_big_o || run.report_rms) continue;
     const bool median = run.run_type == benchmark::BenchmarkReporter::Run::RT_Aggregate && run.aggregate_name == "median";
     const bool single = run.run_type == benchmark::BenchmarkReporter::Run::RT_Iteration && run.repetitions <= 1;
-    if (!median && !single) continue;
+    // Paired benchmarks carry ratios, not FLOP: sections read them through find_counter.
+    if ((!median && !single) || !run.counters.count("flop")) continue;
     Point point;
     point.n = std::stoll(run.run_name.args);
     point.seconds = run.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(run.time_unit);
