@@ -59,10 +59,11 @@ struct KernelizedRpe {
   static constexpr double kFftAccuracyBudget = 2e-5;
   /// kAuto's throughput model: FFT-path FLOP (fft_flops) run at this fraction of the direct
   /// path's rate (direct_flops). Measured by the benchmarks attnkit/rpe_fft_m32 and
-  /// attnkit/rpe_direct_m32 on a 2-core AMD EPYC with AVX-512 (H = 8, D = Dv = 64): 81 / 104,
-  /// 72 / 114 and 68 / 115 GFLOP/s at n = 2048, 4096, 8192, so the paths cross near n = 1500
-  /// (docs/architecture.md).
-  static constexpr double kFftRelativeRate = 0.65;
+  /// attnkit/rpe_direct_m32 (bench preset, one run) on a 2-core AMD EPYC with AVX-512
+  /// (H = 8, D = Dv = 64): 73 / 90, 80 / 104 and 72 / 110 GFLOP/s at n = 1024, 2048, 4096
+  /// (27.9 / 18.8, 55.1 / 63.7 and 133 / 238 ms), so the paths cross between n = 1024 and
+  /// 2048, where the model puts them (docs/architecture.md).
+  static constexpr double kFftRelativeRate = 0.75;
 
   index_t features = 64;
   FeatureMap map = FeatureMap::kPositive;
