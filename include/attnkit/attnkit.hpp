@@ -33,6 +33,8 @@
 #include "attnkit/pattern/lsh.hpp"
 #include "attnkit/pattern/per_head.hpp"
 #include "attnkit/pattern/rpe_bias.hpp"
+#include "attnkit/pattern/schedule.hpp"
 #include "attnkit/pattern/sliding_window.hpp"
 #include "attnkit/pattern/union.hpp"
 #include "attnkit/reference/attention.hpp"
+#include "attnkit/reference/schedule.hpp"

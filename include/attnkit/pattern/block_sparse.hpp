@@ -86,6 +86,15 @@ class BlockSparse {
     return blockbert(block_size, permutations);
   }
 
+  /// Block-diagonal (local) attention: query block p attends key block p only, over `blocks`
+  /// blocks; with `causal`, keys j <= i inside it (MASFormer's causal block attention).
+  static BlockSparse local(index_t block_size, index_t blocks, bool causal = false) {
+    if (blocks <= 0) detail::reject("BlockSparse::local: blocks", blocks, "must be >= 1");
+    std::vector<std::vector<index_t>> rows(static_cast<std::size_t>(blocks));
+    for (index_t p = 0; p < blocks; ++p) rows[static_cast<std::size_t>(p)] = {p};
+    return BlockSparse(block_size, {BlockLayout::from_rows(blocks, rows)}, causal);
+  }
+
   index_t block_size() const { return spec_.block_size; }
   bool causal() const { return spec_.causal; }
   const std::vector<BlockLayout>& layouts() const { return *spec_.layouts; }
