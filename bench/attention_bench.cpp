@@ -21,6 +21,7 @@
 #include "bench_patterns.hpp"
 #include "bench_support.hpp"
 #include "kernelized_rpe_bench.hpp"
+#include "kinds_report.hpp"
 #include "linformer_bench.hpp"
 #include "lsh_bench.hpp"
 #include "machine_roofs.hpp"
@@ -182,6 +183,9 @@ int main(int argc, char** argv) {
   for (const index_t dim : {index_t{64}, index_t{128}})
     for (const bool causal : {false, true}) register_naive(registry, causal, dim, all_threads, max_n);
   register_reference(registry, 64, max_n);
+  registry.add_section([=](std::ostream& out, const attnkit::bench::ReportData& data) {
+    attnkit::bench::write_kinds_section(out, data, all_threads);
+  });
 
   attnkit::bench::CollectingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);

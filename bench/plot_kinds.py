@@ -13,7 +13,8 @@ import json
 import math
 import sys
 
-# (family kind, label): the kinds of the mission, one configuration each.
+# (family kind, label): the kinds of the mission, one configuration each; the same list as
+# compared_kinds() in bench/kinds_report.hpp, whose table these plots go with.
 KINDS = [
     ("full", "full"),
     ("causal", "causal"),

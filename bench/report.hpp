@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
@@ -176,6 +177,29 @@ inline std::string paired_speedup(const std::vector<benchmark::BenchmarkReporter
          fixed(*find_counter(runs, function, n, "pairs"), 0);
 }
 
+/// "model name" of /proc/cpuinfo, the logical CPUs and cpu0's data and unified caches as
+/// /sys/devices/system/cpu/cpu0/cache reports them (what lscpu shows; sysconf's figures can
+/// be the host's in a VM).
+inline std::string cpu_description() {
+  std::string model = "unknown model";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  std::string caches;
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
+    std::string level, type, size;
+    if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size) || type == "Instruction") continue;
+    caches += ", L" + level + (type == "Data" ? "d " : " ") + size;
+  }
+  return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " logical CPUs" + caches;
+}
+
 }  // namespace detail
 
 /// Writes the report: environment, roofs, one table per family (n, time, GFLOP/s, % of peak,
@@ -189,6 +213,7 @@ inline void write_report(const std::string& path, const Registry& registry,
   const char* bind = std::getenv("OMP_PROC_BIND");
   out << "# attnkit benchmark report\n\n"
       << "- compiler: " << __VERSION__ << "\n- flags: `" << ATTNKIT_BENCH_FLAGS << "`\n"
+      << "- CPU: " << detail::cpu_description() << "\n"
       << "- SIMD: " << simd::arch_name() << " (" << simd::kWidth<float> << " floats per vector)\n"
       << "- OMP_PROC_BIND: " << (bind ? bind : "unset") << "\n"
       << "- method: Google Benchmark, real time, median of the repetitions; FLOP = 2 * attended pairs * (D + Dv)"
