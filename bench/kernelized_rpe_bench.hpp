@@ -212,8 +212,9 @@ inline void register_rpe_benchmarks(Registry& registry, int threads, index_t max
   const std::string transforms = "paired/rpe_transforms/D:64/threads:1";
   auto* transform_family = benchmark::RegisterBenchmark(transforms.c_str(), [=](benchmark::State& state) {
     const index_t n = state.range(0);
+    const auto engines = rpe_engines();
     std::vector<TransformProbe> probes;
-    for (const auto& [engine, tag] : rpe_engines()) probes.emplace_back(engine, n);
+    for (const auto& [engine, tag] : engines) probes.emplace_back(engine, n);
     std::map<std::string, std::vector<double>> times, speedups;
     const int pairs = n <= 8192 ? 15 : 7;
     for (auto _ : state) {
@@ -221,14 +222,15 @@ inline void register_rpe_benchmarks(Registry& registry, int threads, index_t max
         for (std::size_t e = 0; e < probes.size(); ++e) {
           const auto start = std::chrono::steady_clock::now();
           probes[e].run();
-          times[rpe_engines()[e].second].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+          const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          times[engines[e].second].push_back(seconds);
         }
-        for (const auto& [engine, tag] : rpe_engines()) speedups[tag].push_back(times[tag].back() / times["lanes"].back());
+        for (const auto& [engine, tag] : engines) speedups[tag].push_back(times[tag].back() / times["lanes"].back());
       }
       state.SetIterationTime(median(times["lanes"]));
     }
     state.counters["pairs"] = pairs;
-    for (const auto& [engine, tag] : rpe_engines()) {
+    for (const auto& [engine, tag] : engines) {
       set_paired_counters(state, tag, times[tag], speedups[tag]);
       state.counters[tag + "_GFLOPs"] = probes.front().flops() / median(times[tag]) / 1e9;
     }
