@@ -1,7 +1,13 @@
 // attnkit benchmarks: roofs, baselines and kernels in one run, plus a markdown report.
 //
 //   attnkit_bench [--attnkit_report=report.md] [--attnkit_memory=memory.md]
-//                 [--attnkit_max_n=16384] [google benchmark flags...]
+//                 [--attnkit_kinds=all|KIND,KIND,...] [--attnkit_list_kinds]
+//                 [--attnkit_min_n=N] [--attnkit_max_n=N] [google benchmark flags...]
+//
+// Without --attnkit_kinds: the whole suite (every family below, the issues' targets). With it:
+// only those kinds' families (2 threads, D = 64; names from --attnkit_list_kinds) and the
+// all-kinds table. --attnkit_min_n / --attnkit_max_n clip every family's n range; the table
+// is printed at the end of any run.
 //
 // Method (PERF.md): Release, -march=native, UseRealTime (OpenMP), median of repetitions,
 // FLOP counted from attended pairs (PatternCost), efficiency against the FMA peak this binary
@@ -11,6 +17,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +35,7 @@
 #include "machine_roofs.hpp"
 #include "naive_attention.hpp"
 #include "report.hpp"
+#include "schedule_bench.hpp"
 
 namespace {
 
@@ -35,6 +44,7 @@ using attnkit::bench::BenchmarkInfo;
 using attnkit::bench::finish;
 using attnkit::bench::Inputs;
 using attnkit::bench::kHeads;
+using attnkit::bench::register_at;
 using attnkit::bench::register_family;
 using attnkit::bench::sizes;
 using attnkit::bench::time_pattern;
@@ -75,7 +85,7 @@ void register_attnkit(attnkit::bench::Registry& registry, bool causal, index_t d
 void register_naive(attnkit::bench::Registry& registry, bool causal, index_t dim, int threads, index_t max_n) {
   const std::string name = std::string("naive_eigen/") + (causal ? "causal" : "full") + "/D:" + std::to_string(dim) +
                            "/threads:" + std::to_string(threads);
-  auto* family = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+  auto* family = register_at(name, sizes(256, std::min<index_t>(max_n, 4096)), [=](benchmark::State& state) {
     const index_t n = state.range(0);
     Inputs in(n, dim);
     attnkit::RowMatrix<float> scores(n, n);
@@ -89,14 +99,13 @@ void register_naive(attnkit::bench::Registry& registry, bool causal, index_t dim
     const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, dim, dim};
     finish(state, n, attnkit::Full{.causal = causal}.cost(shape).flops, threads);
   });
-  for (index_t n : sizes(256, std::min<index_t>(max_n, 4096))) family->Arg(n);
-  family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(3)->ReportAggregatesOnly();
+  if (family != nullptr) family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(3)->ReportAggregatesOnly();
   registry.add(name, BenchmarkInfo{"naive_eigen", causal ? "causal" : "full", dim, threads});
 }
 
 void register_reference(attnkit::bench::Registry& registry, index_t dim, index_t max_n) {
   const std::string name = "reference/full/D:" + std::to_string(dim) + "/threads:1";
-  auto* family = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+  auto* family = register_at(name, sizes(256, std::min<index_t>(max_n, 1024)), [=](benchmark::State& state) {
     const index_t n = state.range(0);
     Inputs in(n, dim);
     const auto view = [&](auto& buffer) { return attnkit::bhld(buffer.data(), 1, kHeads, n, dim); };
@@ -107,8 +116,7 @@ void register_reference(attnkit::bench::Registry& registry, index_t dim, index_t
     const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, dim, dim};
     finish(state, n, attnkit::Full{}.cost(shape).flops, 1);
   });
-  for (index_t n : sizes(256, std::min<index_t>(max_n, 1024))) family->Arg(n);
-  family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(1);
+  if (family != nullptr) family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(1);
   registry.add(name, BenchmarkInfo{"reference", "full", dim, 1});
 }
 
@@ -141,19 +149,64 @@ std::string flag_value(int argc, char** argv, std::string_view flag, std::string
   return fallback;
 }
 
+bool has_flag(int argc, char** argv, std::string_view flag) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == flag) return true;
+  return false;
+}
+
+/// The value of --<flag>=N as a positive n, or std::invalid_argument naming flag and value.
+index_t size_flag(int argc, char** argv, std::string_view flag, index_t fallback) {
+  const std::string text = flag_value(argc, argv, flag, "");
+  if (text.empty()) return fallback;
+  std::size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || value < 1) {
+    throw std::invalid_argument(std::string(flag) + "=" + text + ": must be a positive integer");
+  }
+  return value;
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
+  if (has_flag(argc, argv, "--attnkit_list_kinds")) {
+    for (const auto& [kind, label] : attnkit::bench::compared_kinds()) std::printf("%-26s %s\n", kind.c_str(), label.c_str());
+    return 0;
+  }
   const std::string report_path = flag_value(argc, argv, "--attnkit_report", "");
   const std::string memory_path = flag_value(argc, argv, "--attnkit_memory", "");
-  const index_t max_n = std::stoll(flag_value(argc, argv, "--attnkit_max_n", "16384"));
+  const std::string kinds = flag_value(argc, argv, "--attnkit_kinds", "");
+  auto& range = attnkit::bench::g_size_range;
+  range.min_n = size_flag(argc, argv, "--attnkit_min_n", range.min_n);
+  range.max_n = size_flag(argc, argv, "--attnkit_max_n", range.max_n);
+  if (range.min_n > range.max_n) {
+    throw std::invalid_argument("--attnkit_min_n=" + std::to_string(range.min_n) + " exceeds --attnkit_max_n=" +
+                                std::to_string(range.max_n));
+  }
   benchmark::Initialize(&argc, argv);
-
   const int all_threads = omp_get_max_threads();
+  const std::string filter = kinds.empty() ? "" : attnkit::bench::kinds_filter(kinds, all_threads);
+  if (!filter.empty() && !benchmark::GetBenchmarkFilter().empty()) {
+    throw std::invalid_argument("--attnkit_kinds=" + kinds + " and --benchmark_filter=" + benchmark::GetBenchmarkFilter() +
+                                ": give one of them");
+  }
+
   attnkit::bench::g_roofs.fma_peak_gflops[1] = attnkit::bench::measure_fma_peak_gflops(1);
   attnkit::bench::g_roofs.fma_peak_gflops[all_threads] = attnkit::bench::measure_fma_peak_gflops(all_threads);
   std::printf("FMA peak: %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads), %s\n", attnkit::bench::g_roofs.fma_peak_gflops[1],
               attnkit::bench::g_roofs.fma_peak_gflops[all_threads], all_threads, attnkit::simd::arch_name());
+
+  // Every family's own largest n (the n range flags clip them further): quadratic work stops
+  // at 16384 (8192 on one thread and at D = 128), the sub-quadratic kinds run to 65536.
+  const index_t dense_max_n = std::min<index_t>(range.max_n, 16384);
+  const index_t sparse_max_n = std::min<index_t>(range.max_n, 65536);
+  const index_t small_max_n = std::min<index_t>(range.max_n, 8192);
 
   // Families whose ratios the report checks run back to back (full and causal, 2 threads and
   // 1 thread), before the long naive baselines, so that drifting machine load and clocks move
@@ -161,15 +214,14 @@ int main(int argc, char** argv) {
   attnkit::bench::Registry registry;
   register_gemm_roof(registry, 64, all_threads);
   for (const bool causal : {false, true}) {
-    register_attnkit(registry, causal, 64, all_threads, max_n);
-    register_attnkit(registry, causal, 64, 1, std::min<index_t>(max_n, 8192));
+    register_attnkit(registry, causal, 64, all_threads, dense_max_n);
+    register_attnkit(registry, causal, 64, 1, small_max_n);
   }
-  for (const bool causal : {false, true}) register_attnkit(registry, causal, 128, all_threads, max_n);
+  for (const bool causal : {false, true}) register_attnkit(registry, causal, 128, all_threads, small_max_n);
   // Sparse patterns (issue 3), n = 1024 ... 65536: GFLOP/s on attended pairs against full's.
-  const index_t sparse_max_n = std::max<index_t>(4 * max_n, 1024);
   // Full attention at n = 16384 again right before them: the per-pair ratios compare runs
   // minutes apart otherwise, and machine load drifts.
-  register_family(registry, "full_sparse_baseline", 64, all_threads, 16384, 16384, [=](benchmark::State& state) {
+  register_family(registry, "full_sparse_baseline", 64, all_threads, 16384, dense_max_n, [=](benchmark::State& state) {
     time_pattern(state, attnkit::Full{}, 64, all_threads);
   });
   for (const std::string& kind : attnkit::bench::sparse_pattern_names()) {
@@ -180,19 +232,34 @@ int main(int argc, char** argv) {
   // Reformer LSH (issue 9), n = 1024 ... 65536, with its paired speedup over full attention.
   attnkit::bench::register_lsh_benchmarks(registry, all_threads, sparse_max_n);
   attnkit::bench::register_rpe_benchmarks(registry, all_threads, sparse_max_n);
+  // The MASFormer schedule (issue 11), per layer, n = 1024 ... 16384 (it holds a full layer).
+  attnkit::bench::register_schedule_benchmarks(registry, all_threads, dense_max_n);
   for (const index_t dim : {index_t{64}, index_t{128}})
-    for (const bool causal : {false, true}) register_naive(registry, causal, dim, all_threads, max_n);
-  register_reference(registry, 64, max_n);
-  registry.add_section([=](std::ostream& out, const attnkit::bench::ReportData& data) {
-    attnkit::bench::write_kinds_section(out, data, all_threads);
-  });
+    for (const bool causal : {false, true}) register_naive(registry, causal, dim, all_threads, dense_max_n);
+  register_reference(registry, 64, dense_max_n);
+  registry.add_section(
+      [=](std::ostream& out, const attnkit::bench::ReportData& data) {
+        attnkit::bench::write_kinds_section(out, data, all_threads);
+      },
+      attnkit::bench::SectionScope::kAnyRun);
 
+  benchmark::AddCustomContext("attnkit_kinds", attnkit::bench::kinds_context());
   attnkit::bench::CollectingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::RunSpecifiedBenchmarks(&reporter, filter);
   benchmark::Shutdown();
+
+  // The all-kinds table on the console too: what a run of --attnkit_kinds is for.
+  const auto points = attnkit::bench::detail::points_by_family(reporter.runs());
+  std::ostringstream table;
+  attnkit::bench::write_kinds_section(table, {reporter.runs(), points, attnkit::bench::g_roofs}, all_threads);
+  std::printf("%s", table.str().c_str());
   if (!report_path.empty()) {
-    attnkit::bench::write_report(report_path, registry, reporter.runs(), attnkit::bench::g_roofs, memory_path);
+    attnkit::bench::write_report(report_path, registry, reporter.runs(), attnkit::bench::g_roofs, memory_path,
+                                 /*whole_suite=*/filter.empty());
     std::printf("report written to %s\n", report_path.c_str());
   }
   return 0;
+} catch (const std::invalid_argument& error) {
+  std::fprintf(stderr, "attnkit_bench: %s\n", error.what());
+  return 2;
 }

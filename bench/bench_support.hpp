@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
@@ -16,15 +19,34 @@ namespace attnkit::bench {
 
 inline constexpr index_t kHeads = 8;
 
-/// [H, n, D] float inputs, N(0, 1), fixed seed.
-struct Inputs {
-  Inputs(index_t n, index_t dim) : q(static_cast<std::size_t>(kHeads * n * dim)), k(q.size()), v(q.size()), out(q.size()) {
-    std::mt19937 generator(42);
+/// `count` N(0, 1) floats drawn from seed `seed`, drawn once per (count, seed) in a run and
+/// kept: Google Benchmark calls a benchmark's body once per probed iteration count and
+/// repetition, and drawing the three [8, 65536, 64] inputs takes ~1.8 s, more than most of the
+/// calls it would feed. (About 1.5 GB over every size of the bench preset.)
+inline const std::vector<float>& normal_values(std::size_t count, unsigned seed) {
+  static std::map<std::pair<std::size_t, unsigned>, std::vector<float>> drawn;
+  std::vector<float>& values = drawn[{count, seed}];
+  if (values.size() != count) {
+    values.resize(count);
+    std::mt19937 generator(seed);
     std::normal_distribution<float> normal;
-    for (auto* buffer : {&q, &k, &v})
-      for (float& x : *buffer) x = normal(generator);
+    for (float& x : values) x = normal(generator);
   }
-  std::vector<float> q, k, v, out;
+  return values;
+}
+
+/// [H, n, D] float inputs, N(0, 1), fixed seeds (shared by every benchmark of the same shape),
+/// and an output of the same shape.
+struct Inputs {
+  Inputs(index_t n, index_t dim)
+      : q(normal_values(static_cast<std::size_t>(kHeads * n * dim), 42)),
+        k(normal_values(q.size(), 43)),
+        v(normal_values(q.size(), 44)),
+        out(q.size()) {}
+  const std::vector<float>& q;
+  const std::vector<float>& k;
+  const std::vector<float>& v;
+  std::vector<float> out;
 };
 
 /// Median of a copy (the paired benchmarks' per-pair ratios).
@@ -45,10 +67,30 @@ inline void set_paired_counters(benchmark::State& state, const std::string& tag,
   state.counters[tag + "_speedup_max"] = *hi;
 }
 
-inline std::vector<index_t> sizes(index_t first, index_t last) {
+/// The n range of the run (attnkit_bench's --attnkit_min_n and --attnkit_max_n), set by main
+/// before any family is registered: no family runs outside it.
+struct SizeRange {
+  index_t min_n = 1;
+  index_t max_n = std::numeric_limits<index_t>::max() / 4;
+};
+inline SizeRange g_size_range;
+
+/// n = first, step first, step^2 first, ... up to last, inside g_size_range.
+inline std::vector<index_t> sizes(index_t first, index_t last, index_t step = 2) {
   std::vector<index_t> result;
-  for (index_t n = first; n <= last; n *= 2) result.push_back(n);
+  for (index_t n = first; n <= std::min(last, g_size_range.max_n); n *= step)
+    if (n >= g_size_range.min_n) result.push_back(n);
   return result;
+}
+
+/// Registers benchmark `name` running `body` at each n of `ns`, or nothing (nullptr) when the
+/// n range leaves `ns` empty (a family without arguments would run without an n).
+template <class Body>
+benchmark::internal::Benchmark* register_at(const std::string& name, const std::vector<index_t>& ns, Body body) {
+  if (ns.empty()) return nullptr;
+  auto* family = benchmark::RegisterBenchmark(name.c_str(), body);
+  for (index_t n : ns) family->Arg(n);
+  return family;
 }
 
 /// FMA peak (GFLOP/s) by thread count, measured in main before any benchmark runs.
@@ -93,13 +135,14 @@ void time_pattern(benchmark::State& state, const Pattern& pattern, index_t dim, 
   finish(state, n, pattern.cost(shape).flops, threads);
 }
 
-/// A family of runs at n = first_n, 2 first_n, ..., max_n (median of 3 repetitions).
+/// A family of runs at n = first_n, 2 first_n, ..., max_n inside g_size_range (median of 3
+/// repetitions).
 template <class Body>
 void register_family(Registry& registry, const std::string& kind, index_t dim, int threads, index_t first_n,
                      index_t max_n, Body body, const std::string& implementation = "attnkit") {
   const std::string name = implementation + "/" + kind + "/D:" + std::to_string(dim) + "/threads:" + std::to_string(threads);
-  auto* family = benchmark::RegisterBenchmark(name.c_str(), body);
-  for (index_t n : sizes(first_n, max_n)) family->Arg(n);
+  auto* family = register_at(name, sizes(first_n, max_n), body);
+  if (family == nullptr) return;
   family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(3)->ReportAggregatesOnly();
   registry.add(name, BenchmarkInfo{implementation, kind, dim, threads});
 }

@@ -210,7 +210,7 @@ inline void register_rpe_benchmarks(Registry& registry, int threads, index_t max
       "rpe_transform");
 
   const std::string transforms = "paired/rpe_transforms/D:64/threads:1";
-  auto* transform_family = benchmark::RegisterBenchmark(transforms.c_str(), [=](benchmark::State& state) {
+  auto* transform_family = register_at(transforms, sizes(1024, max_n), [=](benchmark::State& state) {
     const index_t n = state.range(0);
     const auto engines = rpe_engines();
     std::vector<TransformProbe> probes;
@@ -235,12 +235,11 @@ inline void register_rpe_benchmarks(Registry& registry, int threads, index_t max
       state.counters[tag + "_GFLOPs"] = probes.front().flops() / median(times[tag]) / 1e9;
     }
   });
-  for (index_t n : sizes(1024, max_n)) transform_family->Arg(n);
-  transform_family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+  if (transform_family != nullptr) transform_family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
   registry.add(transforms, BenchmarkInfo{"paired", "rpe_transforms", kDim, 1});
 
   const std::string paired = "paired/rpe_vs_full/D:64/threads:" + std::to_string(threads);
-  auto* family = benchmark::RegisterBenchmark(paired.c_str(), [=](benchmark::State& state) {
+  auto* family = register_at(paired, sizes(1024, std::min<index_t>(max_n, 16384)), [=](benchmark::State& state) {
     const index_t n = state.range(0);
     Inputs in(n, kDim);
     const auto seconds = [&](const auto& pattern) { return call_seconds(pattern, in, n, kDim, options); };
@@ -267,8 +266,7 @@ inline void register_rpe_benchmarks(Registry& registry, int threads, index_t max
     state.counters["full_s"] = median(full_times);
     for (const auto& [tag, pattern] : patterns) set_paired_counters(state, tag, times[tag], speedups[tag]);
   });
-  for (index_t n : sizes(1024, std::min<index_t>(max_n, 16384))) family->Arg(n);
-  family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+  if (family != nullptr) family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
   registry.add(paired, BenchmarkInfo{"paired", "rpe_vs_full", kDim, threads});
 
   registry.add_section([=](std::ostream& out, const ReportData& data) { write_rpe_section(out, data, threads, max_n); });

@@ -2,7 +2,9 @@
 // The report's all-kinds section: every kind of the mission side by side, each with its
 // fitted exponent and its crossover n against full attention in the same run.
 
+#include <algorithm>
 #include <optional>
+#include <stdexcept>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -12,8 +14,9 @@
 
 namespace attnkit::bench {
 
-/// (family kind, label) of the kinds compared, one configuration each (plot_kinds.py draws
-/// the same list).
+/// (family kind, label) of the kinds compared, one configuration each: the names
+/// --attnkit_kinds takes; plot_kinds.py reads the same list from the JSON's context
+/// (kinds_context()).
 inline const std::vector<std::pair<std::string, std::string>>& compared_kinds() {
   static const std::vector<std::pair<std::string, std::string>> kinds{
       {"full", "full"},
@@ -25,29 +28,75 @@ inline const std::vector<std::pair<std::string, std::string>>& compared_kinds() 
       {"bigbird_b64_r3", "BigBird b = 64, r = 3"},
       {"lsh_r2", "LSH R = 2"},
       {"linformer_kp256", "Linformer kp = 256"},
-      {"rpe_fft_m32", "FFT-RPE m = 32"}};
+      {"rpe_fft_m32", "FFT-RPE m = 32"},
+      {"masformer_f1of4_b512", "MASFormer 1 of 4 layers full, b = 512 (per layer)"}};
   return kinds;
 }
 
-/// Table: per kind the n range, the fitted exponent over n >= 4096, the time and GFLOP/s at
-/// n = 16384, and the crossover: the smallest n (of those both families ran) from which every
-/// larger one is faster than full attention at the same n, medians of this run.
+/// The kinds as "kind=label;kind=label;...", for Google Benchmark's JSON context.
+inline std::string kinds_context() {
+  std::string result;
+  for (const auto& [kind, label] : compared_kinds()) result += (result.empty() ? "" : ";") + kind + "=" + label;
+  return result;
+}
+
+/// The benchmark filter that runs only the listed kinds' families on `threads` threads:
+/// `list` is "all" or comma-separated names of compared_kinds(); an unknown or empty name
+/// throws std::invalid_argument naming it and the valid ones.
+inline std::string kinds_filter(const std::string& list, int threads) {
+  std::string alternatives;
+  const auto add = [&](const std::string& kind) { alternatives += (alternatives.empty() ? "" : "|") + kind; };
+  if (list == "all") {
+    for (const auto& kind : compared_kinds()) add(kind.first);
+  } else {
+    for (std::size_t begin = 0; begin <= list.size();) {
+      const std::size_t end = std::min(list.find(',', begin), list.size());
+      const std::string name = list.substr(begin, end - begin);
+      const bool known = std::any_of(compared_kinds().begin(), compared_kinds().end(),
+                                     [&](const auto& kind) { return kind.first == name; });
+      if (!known) {
+        std::string valid;
+        for (const auto& kind : compared_kinds()) valid += " " + kind.first;
+        throw std::invalid_argument("--attnkit_kinds: \"" + name + "\" is not a kind; the kinds are \"all\" or" + valid);
+      }
+      add(name);
+      begin = end + 1;
+    }
+  }
+  return "^attnkit/(" + alternatives + ")/D:64/threads:" + std::to_string(threads) + "/";
+}
+
+/// First n of a kind's fitted exponent: 4096 (smaller sizes are dominated by fixed costs and
+/// by bands that cover most of the sequence), or a quarter of its largest n when that is
+/// smaller (short runs, --attnkit_max_n); plot_kinds.py fits the same range.
+inline index_t kinds_fit_from(const std::vector<Point>& points) {
+  return std::min<index_t>(4096, points.back().n / 4);
+}
+
+/// Table: per kind the n range, the fitted exponent (kinds_fit_from), the time and GFLOP/s at
+/// the largest n full attention ran (16384 in the bench preset), and the crossover: the
+/// smallest n (of those both families ran) from which every larger one is faster than full
+/// attention at the same n, medians of this run.
 inline void write_kinds_section(std::ostream& out, const ReportData& data, int threads) {
   using detail::fixed;
   const std::string suffix = "/D:64/threads:" + std::to_string(threads);
   const auto full = data.points.find("attnkit/full" + suffix);
+  const index_t probe_n = full != data.points.end() && !full->second.empty() ? full->second.back().n : 16384;
   out << "\n## Every kind side by side: H = 8, D = Dv = 64, " << threads << " threads\n\n"
       << "Medians of whole calls (the families above). Crossover: the smallest n from which the kind is faster than "
-         "full attention at every larger n both ran (full runs to 16384). Plots: kinds_time.png and kinds_gflops.png "
-         "next to this file (bench/plot_kinds.py; needs python3-matplotlib).\n\n"
-      << "| kind | n | fitted exponent, n >= 4096 | n = 16384: ms | n = 16384: GFLOP/s | crossover against full |\n"
-         "|---|---|---|---|---|---|\n";
+         "full attention at every larger n both ran (full runs to "
+      << probe_n
+      << "). Plots: kinds_time.png and kinds_gflops.png next to this file (bench/plot_kinds.py; needs "
+         "python3-matplotlib).\n\n"
+      << "| kind | n | fitted exponent | n = " << probe_n << ": ms | n = " << probe_n
+      << ": GFLOP/s | crossover against full |\n|---|---|---|---|---|---|\n";
   for (const auto& [kind, label] : compared_kinds()) {
     const auto points = data.points.find("attnkit/" + kind + suffix);
     if (points == data.points.end() || points->second.empty()) continue;
     const std::vector<Point>& p = points->second;
-    const auto exponent = detail::fitted_exponent(p, 4096);
-    const Point* at16k = detail::find_point(data.points, "attnkit/" + kind + suffix, 16384);
+    const index_t fit_from = kinds_fit_from(p);
+    const auto exponent = detail::fitted_exponent(p, fit_from);
+    const Point* at_probe = detail::find_point(data.points, "attnkit/" + kind + suffix, probe_n);
     std::optional<index_t> crossover;
     bool compared = false;
     if (full != data.points.end() && kind != "full") {
@@ -60,8 +109,9 @@ inline void write_kinds_section(std::ostream& out, const ReportData& data, int t
       }
     }
     out << "| " << label << " | " << p.front().n << " ... " << p.back().n << " | "
-        << (exponent ? "O(n^" + fixed(*exponent, 2) + ")" : "-") << " | " << (at16k ? fixed(at16k->seconds * 1e3, 1) : "-")
-        << " | " << (at16k ? fixed(at16k->gflops(), 1) : "-") << " | "
+        << (exponent ? "O(n^" + fixed(*exponent, 2) + "), n >= " + std::to_string(fit_from) : "-") << " | "
+        << (at_probe ? fixed(at_probe->seconds * 1e3, 1) : "-") << " | " << (at_probe ? fixed(at_probe->gflops(), 1) : "-")
+        << " | "
         << (kind == "full" ? "-" : crossover ? std::to_string(*crossover) : compared ? "none" : "-") << " |\n";
   }
 }

@@ -84,7 +84,7 @@ inline void register_linformer_benchmarks(Registry& registry, int threads, index
   }
 
   const std::string paired = "paired/linformer_vs_full/D:64/threads:" + std::to_string(threads);
-  auto* family = benchmark::RegisterBenchmark(paired.c_str(), [=](benchmark::State& state) {
+  auto* family = register_at(paired, sizes(1024, max_n), [=](benchmark::State& state) {
     const index_t n = state.range(0);
     Inputs in(n, kDim);
     const auto seconds = [&](const auto& pattern) { return call_seconds(pattern, in, n, kDim, options); };
@@ -106,8 +106,7 @@ inline void register_linformer_benchmarks(Registry& registry, int threads, index
     for (const index_t kp : kLinformerKps) set_paired_counters(state, "kp" + std::to_string(kp), times[kp], speedups[kp]);
     state.counters["flop"] = Full{}.cost({1, kHeads, kHeads, n, n, kDim, kDim}).flops;
   });
-  for (index_t n : sizes(1024, max_n)) family->Arg(n);
-  family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+  if (family != nullptr) family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
   registry.add(paired, BenchmarkInfo{"paired", "linformer_vs_full", kDim, threads});
 
   registry.add_section([=](std::ostream& out, const ReportData& data) {

@@ -32,15 +32,16 @@ inline constexpr index_t kLshRounds[] = {1, 2, 4, 8};
 /// from n = 8192 on), R rounds.
 inline Lsh benchmark_lsh(index_t rounds) { return Lsh{.rounds = rounds, .seed = 2020}; }
 
-/// [heads, n, dim] float inputs x (queries and keys) and v, N(0, 1), and the output.
+/// [heads, n, dim] float inputs x (queries and keys) and v, N(0, 1) (normal_values), and the
+/// output.
 struct LshInputs {
   LshInputs(index_t heads_, index_t n_, index_t dim_)
-      : heads(heads_), n(n_), dim(dim_), x(static_cast<std::size_t>(heads * n * dim)), v(x.size()), out(x.size()) {
-    std::mt19937 generator(7);
-    std::normal_distribution<float> normal;
-    for (auto* buffer : {&x, &v})
-      for (float& value : *buffer) value = normal(generator);
-  }
+      : heads(heads_),
+        n(n_),
+        dim(dim_),
+        x(normal_values(static_cast<std::size_t>(heads * n * dim), 7)),
+        v(normal_values(x.size(), 8)),
+        out(x.size()) {}
   TensorView<const float> view(const std::vector<float>& buffer) const { return bhld(buffer.data(), 1, heads, n, dim); }
   AttentionShape shape() const { return {1, heads, heads, n, n, dim, dim}; }
   /// attention(lsh, x, x, v, out), returning its wall time in seconds.
@@ -68,7 +69,9 @@ struct LshInputs {
   }
 
   index_t heads, n, dim;
-  std::vector<float> x, v, out;
+  const std::vector<float>& x;
+  const std::vector<float>& v;
+  std::vector<float> out;
 };
 
 /// Pairs of the paired benchmark at n (full attention takes seconds per call from n = 16384).
@@ -158,7 +161,7 @@ inline void register_lsh_benchmarks(Registry& registry, int threads, index_t max
   }
 
   const std::string paired = "paired/lsh_vs_full" + suffix;
-  auto* family = benchmark::RegisterBenchmark(paired.c_str(), [=](benchmark::State& state) {
+  auto* family = register_at(paired, sizes(1024, std::min<index_t>(max_n, 16384)), [=](benchmark::State& state) {
     LshInputs in(kHeads, state.range(0), kDim);
     const Options options{.threads = threads};
     const auto full_seconds = [&] {
@@ -194,8 +197,7 @@ inline void register_lsh_benchmarks(Registry& registry, int threads, index_t max
     }
     state.counters["flop"] = full_flops;
   });
-  for (index_t n : sizes(1024, std::min<index_t>(max_n, 16384))) family->Arg(n);
-  family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+  if (family != nullptr) family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
   registry.add(paired, BenchmarkInfo{"paired", "lsh_vs_full", kDim, threads});
 
   // The public Reformer checkpoints' LSH layers (their Hugging Face configs; causal LMs with
@@ -213,13 +215,12 @@ inline void register_lsh_benchmarks(Registry& registry, int threads, index_t max
   for (const Checkpoint& checkpoint : checkpoints) {
     const std::string name = "lsh_checkpoint/" + std::string(checkpoint.name) + "/D:" + std::to_string(checkpoint.dim) +
                              "/threads:" + std::to_string(threads);
-    auto* runs = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+    auto* runs = register_at(name, sizes(checkpoint.first_n, checkpoint.last_n, 4), [=](benchmark::State& state) {
       LshInputs in(checkpoint.heads, state.range(0), checkpoint.dim);
       for (auto _ : state) in.call(checkpoint.lsh, threads);
       finish(state, in.n, checkpoint.lsh.cost(in.shape()).flops, threads);
     });
-    for (index_t n = checkpoint.first_n; n <= checkpoint.last_n; n *= 4) runs->Arg(n);
-    runs->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly();
+    if (runs != nullptr) runs->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly();
     registry.add(name, BenchmarkInfo{"lsh_checkpoint", checkpoint.name, checkpoint.dim, threads});
   }
 

@@ -4,29 +4,22 @@
     plot_kinds.py BENCHMARKS_JSON OUTPUT_DIR
 
 Writes OUTPUT_DIR/kinds_time.png (time of one call against n, log-log, each kind with its
-fitted exponent over n >= 4096) and OUTPUT_DIR/kinds_gflops.png (GFLOP/s on the attended
-pairs' FLOP, 2 pairs (D + Dv) plus a kind's extra work, against n). Reads the median of the
-repetitions of each family attnkit/<kind>/D:64/threads:<all>. Without matplotlib (Debian:
-apt-get install -y python3-matplotlib) it says so and exits 0: the report does not need it.
+fitted exponent over n >= min(4096, its largest n / 4)) and OUTPUT_DIR/kinds_gflops.png
+(GFLOP/s on the attended pairs' FLOP, 2 pairs (D + Dv) plus a kind's extra work, against n).
+Reads the median of the repetitions of each family attnkit/<kind>/D:64/threads:<all>, for the
+kinds the JSON's context lists (attnkit_kinds). Without matplotlib (Debian: apt-get install
+-y python3-matplotlib) it says so and exits 0: the report does not need it.
 """
 import json
 import math
 import sys
 
-# (family kind, label): the kinds of the mission, one configuration each; the same list as
-# compared_kinds() in bench/kinds_report.hpp, whose table these plots go with.
-KINDS = [
-    ("full", "full"),
-    ("causal", "causal"),
-    ("window_r256", "window r = 256"),
-    ("dilated_r256_d4", "dilated r = 256, d = 4"),
-    ("longformer_r256_global1", "Longformer r = 256, 1 global"),
-    ("block64_band5_global1", "block-sparse b = 64"),
-    ("bigbird_b64_r3", "BigBird b = 64, r = 3"),
-    ("lsh_r2", "LSH R = 2"),
-    ("linformer_kp256", "Linformer kp = 256"),
-    ("rpe_fft_m32", "FFT-RPE m = 32"),
-]
+
+def kinds(context):
+    """[(family kind, label)] of the kinds compared, as attnkit_bench wrote them into the JSON's
+    context ("kind=label;kind=label;..."; compared_kinds() in bench/kinds_report.hpp)."""
+    entries = context.get("attnkit_kinds", "")
+    return [tuple(entry.split("=", 1)) for entry in entries.split(";") if "=" in entry]
 
 
 def families(benchmarks, threads):
@@ -45,8 +38,10 @@ def families(benchmarks, threads):
     return {kind: sorted(points) for kind, points in result.items()}
 
 
-def exponent(points, first_n=4096):
-    """Least-squares slope of log time against log n over n >= first_n."""
+def exponent(points):
+    """Least-squares slope of log time against log n over n >= min(4096, largest n / 4): the
+    range of the report's all-kinds table (kinds_fit_from)."""
+    first_n = min(4096, points[-1][0] // 4)
     xy = [(math.log(n), math.log(t)) for n, t, _ in points if n >= first_n]
     if len(xy) < 2:
         return None
@@ -75,13 +70,15 @@ def main(argv):
     for name, column, ylabel in (("kinds_time.png", 1, "time of one call (s)"),
                                  ("kinds_gflops.png", 2, "GFLOP/s (attended pairs' FLOP)")):
         figure, axes = plt.subplots(figsize=(9, 6))
-        for kind, label in KINDS:
+        # Matplotlib's default cycle has 10 colours: more kinds than that get markers too.
+        for index, (kind, label) in enumerate(kinds(data["context"])):
             points = found.get(kind)
             if not points:
                 continue
             slope = exponent(points)
             tag = f"{label} (O(n^{slope:.2f}))" if column == 1 and slope is not None else label
-            axes.plot([p[0] for p in points], [p[column] for p in points], marker="o", label=tag)
+            axes.plot([p[0] for p in points], [p[column] for p in points], label=tag, color=f"C{index % 10}",
+                      marker="os^vDPX*h<>"[index % 11], linestyle="-" if index < 10 else "--")
         axes.set_xscale("log", base=2)
         if column == 1:
             axes.set_yscale("log")

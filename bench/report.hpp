@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
@@ -48,6 +49,10 @@ struct ReportData {
 /// A kind's own section of the report (e.g. linformer_bench.hpp), written after the targets.
 using ReportSection = std::function<void(std::ostream&, const ReportData&)>;
 
+/// Which runs a report section needs: the whole suite (a kind's section reads its paired and
+/// phase benchmarks), or any run (the all-kinds table, written for --attnkit_kinds too).
+enum class SectionScope { kWholeSuite, kAnyRun };
+
 /// Families in registration order, by name, and the kinds' own report sections.
 class Registry {
  public:
@@ -55,15 +60,17 @@ class Registry {
     order_.push_back(name);
     info_[name] = info;
   }
-  void add_section(ReportSection section) { sections_.push_back(std::move(section)); }
+  void add_section(ReportSection section, SectionScope scope = SectionScope::kWholeSuite) {
+    sections_.emplace_back(std::move(section), scope);
+  }
   const std::vector<std::string>& names() const { return order_; }
   const BenchmarkInfo& info(const std::string& name) const { return info_.at(name); }
-  const std::vector<ReportSection>& sections() const { return sections_; }
+  const std::vector<std::pair<ReportSection, SectionScope>>& sections() const { return sections_; }
 
  private:
   std::vector<std::string> order_;
   std::map<std::string, BenchmarkInfo> info_;
-  std::vector<ReportSection> sections_;
+  std::vector<std::pair<ReportSection, SectionScope>> sections_;
 };
 
 /// Console output as usual, plus a copy of every run for the report.
@@ -202,11 +209,13 @@ inline std::string cpu_description() {
 
 }  // namespace detail
 
-/// Writes the report: environment, roofs, one table per family (n, time, GFLOP/s, % of peak,
-/// speedup over the naive Eigen baseline, fitted exponent) and the issue's target checks.
+/// Writes the report: environment, roofs, one table per family that ran (n, time, GFLOP/s,
+/// % of peak, speedup over the naive Eigen baseline, fitted exponent), then for the whole
+/// suite the issues' target checks and every section, else (a run of some kinds) only the
+/// sections of SectionScope::kAnyRun.
 inline void write_report(const std::string& path, const Registry& registry,
                          const std::vector<benchmark::BenchmarkReporter::Run>& runs, const Roofs& roofs,
-                         const std::string& memory_path) {
+                         const std::string& memory_path, bool whole_suite) {
   using detail::fixed;
   const auto points = detail::points_by_family(runs);
   std::ofstream out(path);
@@ -250,6 +259,13 @@ inline void write_report(const std::string& path, const Registry& registry,
     const index_t first_n = detail::fit_from(info);
     if (const auto exponent = detail::fitted_exponent(points.at(name), first_n))
       out << "\nfitted complexity (log-log slope of time over n >= " << first_n << "): O(n^" << fixed(*exponent, 2) << ")\n";
+  }
+
+  const ReportData data{runs, points, roofs};
+  if (!whole_suite) {
+    for (const auto& [section, scope] : registry.sections())
+      if (scope == SectionScope::kAnyRun) section(out, data);
+    return;
   }
 
   // The figures issue 2 names, computed from the rows above.
@@ -305,7 +321,7 @@ inline void write_report(const std::string& path, const Registry& registry,
         << (ratio <= 1.2 ? "yes" : "NO") << " |\n";
   }
 
-  for (const ReportSection& section : registry.sections()) section(out, ReportData{runs, points, roofs});
+  for (const auto& section : registry.sections()) section.first(out, data);
 
   if (!memory_path.empty()) {
     std::ifstream memory(memory_path);
