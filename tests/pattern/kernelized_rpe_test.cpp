@@ -340,29 +340,6 @@ TEST(KernelizedRpe, BitwiseIdenticalForAnyThreadCount) {
   }
 }
 
-/// Features two at a time (the lane engine's pairs, used at large n) give the bits of one at a
-/// time: forced at small n, with an odd feature count (a last single feature), a partial
-/// value group (Dv = 40) and both orders of causal rows.
-TEST(KernelizedRpe, PairedFeaturesGiveTheSameBits) {
-  const AttentionShape s{1, 2, 2, 600, 700, 16, 40};
-  const testing::Problem<float> p = testing::make_problem<float>(s, InputSet::kNormal, 6);
-  for (const bool causal : {false, true}) {
-    const KernelizedRpe rpe{.features = 21, .bias = decaying_bias(100, 2), .causal = causal, .algorithm = RpeAlgorithm::kFft};
-    for (const int threads : {1, 2}) {
-      Tensor<float> single(1, 2, 600, 40, Layout::kBHLD), paired = single;
-      for (const index_t from : {std::numeric_limits<index_t>::max(), index_t{4}}) {
-        Tensor<float>& out = from == 4 ? paired : single;
-        const AttentionCall<float> call{s, p.q.cview(), p.k.cview(), p.v.cview(), out.view, nullptr,
-                                        static_cast<float>(1 / std::sqrt(16.0)), threads};
-        auto plan = rpe.plan(call, kernel::default_tile_shape<float>());
-        ASSERT_TRUE(plan.uses_fft());
-        plan.pair_features_from(from).execute(call);
-      }
-      EXPECT_EQ(single.data, paired.data) << "threads " << threads << " causal " << causal;
-    }
-  }
-}
-
 /// The engines this build has besides kLanes: kEigen, and kFftw where ATTNKIT_FFTW is on.
 std::vector<RpeFft> library_engines() {
   std::vector<RpeFft> engines{RpeFft::kEigen};

@@ -152,59 +152,5 @@ TEST(ToeplitzBatch, StreamedEqualsInPlace) {
   }
 }
 
-/// A pair of batches run together (transform_pair: both batches' widest passes in one loop,
-/// one source and one sink call per point for the two) gives each batch's in-place result bit
-/// for bit, reading each x_j and writing each y_i once.
-TEST(ToeplitzBatch, PairEqualsEachAlone) {
-  using T = float;
-  using Batch = simd::Batch<T>;
-  using Toeplitz = kernel::ToeplitzBatch<T>;
-  constexpr index_t kW = static_cast<index_t>(simd::kWidth<T>);
-  const index_t columns = Toeplitz::kColumns;
-  for (const auto& [lq, lk] : {std::pair<index_t, index_t>{3, 2}, {900, 700}, {6000, 6000}}) {
-    const index_t length = kernel::circulant_length(lq, lk);
-    const simd::FftTwiddles<double> spectrum_twiddles(length);
-    const simd::FftTwiddles<T> twiddles(length);
-    std::vector<double> scratch(static_cast<std::size_t>(2 * length));
-    std::vector<T> spectrum(static_cast<std::size_t>(2 * length));
-    kernel::circulant_spectrum<T>(lq, lk, [](index_t t) { return std::exp(-0.003 * std::abs(static_cast<double>(t))); },
-                                  spectrum_twiddles, scratch.data(), spectrum.data());
-    // Two inputs: x and a second set of columns.
-    detail::AlignedBuffer<T> x(2 * columns * lk), alone(2 * kW * length), first(2 * kW * length), second(2 * kW * length);
-    for (index_t e = 0; e < 2 * columns * lk; ++e) x.data()[e] = static_cast<T>(testing::normal_sample(5, 2, static_cast<std::uint64_t>(e)));
-    const kernel::LaneFftEngine<T> engine(twiddles);
-    const Toeplitz a(first.data(), engine), b(second.data(), engine), one(alone.data(), engine);
-    std::vector<int> reads(static_cast<std::size_t>(lk)), writes(static_cast<std::size_t>(lq));
-    std::vector<T> out(static_cast<std::size_t>(2 * columns * lq));
-    a.transform_pair(
-        b, spectrum.data(), lk,
-        [&](index_t j) {
-          ++reads[static_cast<std::size_t>(j)];
-          const T* p = x.data() + 2 * columns * j;
-          return Toeplitz::PointPair{Toeplitz::Point{Batch::load_aligned(p), Batch::load_aligned(p + kW)},
-                                     Toeplitz::Point{Batch::load_aligned(p + columns), Batch::load_aligned(p + columns + kW)}};
-        },
-        lq,
-        [&](index_t i, const Toeplitz::PointPair& y) {
-          ++writes[static_cast<std::size_t>(i)];
-          T* o = out.data() + 2 * columns * i;
-          y.first.re.store_unaligned(o);
-          y.first.im.store_unaligned(o + kW);
-          y.second.re.store_unaligned(o + columns);
-          y.second.im.store_unaligned(o + columns + kW);
-        });
-    EXPECT_EQ(std::count(reads.begin(), reads.end(), 1), lk) << lq << " x " << lk;
-    EXPECT_EQ(std::count(writes.begin(), writes.end(), 1), lq) << lq << " x " << lk;
-    for (index_t which = 0; which < 2; ++which) {
-      for (index_t j = 0; j < lk; ++j) std::copy_n(x.data() + 2 * columns * j + which * columns, columns, one.point(j));
-      one.transform(spectrum.data(), lk, lq);
-      for (index_t i = 0; i < lq; ++i) {
-        ASSERT_TRUE(std::equal(one.point(i), one.point(i) + columns, out.data() + 2 * columns * i + which * columns))
-            << lq << " x " << lk << " batch " << which << " row " << i;
-      }
-    }
-  }
-}
-
 }  // namespace
 }  // namespace attnkit

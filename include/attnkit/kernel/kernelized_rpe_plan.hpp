@@ -30,9 +30,8 @@ namespace attnkit::kernel {
 ///   1. stabilisers: each query row's largest exponent, each head's largest key exponent
 ///      (row blocks of kStabiliserRows), and (FFT) the circulant spectrum of every bias table;
 ///   2. FFT: items (batch, head, column group): a value group is 2 W value columns and runs
-///      every feature u through a ToeplitzBatch (W = kWidth<T>; from kPairedFeaturesLength
-///      on, the lane engine runs two features' batches together), accumulating phi_q[i][u] y_u[i] into out; the
-///      denominator group runs 2 W features per batch.
+///      every feature u through one ToeplitzBatch (W = kWidth<T>), accumulating
+///      phi_q[i][u] y_u[i] into out; the denominator group runs 2 W features per batch.
 ///      Features come in blocks of kFeatureBlock by GEMM + vectorised exp, recomputed per
 ///      item (they cost 4 n D m flops against the transforms' m (Dv + 1) 5 L log2 L).
 ///      Direct: per head, phi_k by feature blocks, then query blocks of kDirectRows rows:
@@ -40,10 +39,9 @@ namespace attnkit::kernel {
 ///   3. out_i /= den_i.
 /// Each output element is accumulated by one thread in a fixed order: results do not depend
 /// on the thread count. Extra memory (FFT, T = float, n = 65536, m = 64, Dv = 64, 2 threads):
-/// per thread two [L x 2 W] batches (2 x 16 MiB, L = 2^17; one below kPairedFeaturesLength
-/// and for the library engines) and two feature blocks (2 x 2 MiB); the spectra, P x L
-/// complex values (1 MiB per table); a query stabiliser and a denominator per (batch, head,
-/// row).
+/// per thread an [L x 2 W] batch (16 MiB, L = 2^17) and two feature blocks (2 x 2 MiB); the
+/// spectra, P x L complex values (1 MiB per table); a query stabiliser and a denominator per
+/// (batch, head, row).
 template <class T>
 class KernelizedRpePlan {
  public:
@@ -53,11 +51,6 @@ class KernelizedRpePlan {
   static constexpr index_t kStabiliserRows = 1024;
   static constexpr index_t kDirectRows = 64;
   static constexpr index_t kDirectKeys = 256;
-  /// Transform length from which the lane engine runs features in pairs (value_group): there
-  /// the V and output streams, read once per pass, bound the call (m = 32, 2 threads, AVX-512:
-  /// 1.08-1.12x at n = 65536, L = 2^17; 0.95-1.0x at n = 8192 ... 16384, where a second batch
-  /// per thread only crowds the cache).
-  static constexpr index_t kPairedFeaturesLength = index_t(1) << 16;
 
   /// use_fft: the FFT path, with rows [0, direct_rows) summed directly (causal rows whose few
   /// terms the FFT's column-relative error would swamp; KernelizedRpe::fft_direct_rows);
@@ -75,14 +68,6 @@ class KernelizedRpePlan {
   }
 
   bool uses_fft() const { return use_fft_; }
-
-  /// The transform length from which the lane engine runs features in pairs
-  /// (kPairedFeaturesLength unless set): a tuning knob, and how the tests run both ways at
-  /// small n. Results do not depend on it.
-  KernelizedRpePlan& pair_features_from(index_t length) {
-    paired_features_length_ = length;
-    return *this;
-  }
 
   void execute(const AttentionCall<T>& call) const {
     const AttentionShape& s = call.shape;
@@ -266,17 +251,11 @@ class KernelizedRpePlan {
       const index_t group = item < per_group * value_groups ? item / per_group : value_groups;
       const index_t bh = item < per_group * value_groups ? item % per_group : item - per_group * value_groups;
       const index_t b = bh / s.q_heads, h = bh % s.q_heads;
-      using Toeplitz = ToeplitzBatch<T, Engine>;
-      const Toeplitz batch(attnkit::detail::thread_scratch<struct RpeBatchTag, T>(2 * kW * work.length), engine);
+      T* data = attnkit::detail::thread_scratch<struct RpeBatchTag, T>(2 * kW * work.length);
+      const ToeplitzBatch<T, Engine> batch(data, engine);
       const T* spectrum = work.spectra + (bias_.heads() > 1 ? h : 0) * 2 * work.length;
       if (group < value_groups) {
-        std::optional<Toeplitz> second;  // features two at a time, on a second batch
-        if constexpr (Toeplitz::kRunsPairs) {
-          if (work.length >= paired_features_length_) {
-            second.emplace(attnkit::detail::thread_scratch<struct RpeSecondBatchTag, T>(2 * kW * work.length), engine);
-          }
-        }
-        value_group(call, work, batch, spectrum, b, h, group * Toeplitz::kColumns, second ? &*second : nullptr);
+        value_group(call, work, batch, spectrum, b, h, group * ToeplitzBatch<T>::kColumns);
       } else {
         denominator_group(call, work, batch, spectrum, b, h);
       }
@@ -322,14 +301,10 @@ class KernelizedRpePlan {
 
   /// out[i][first .. first + 2W) = sum_u phi_q[i][u] (T (phi_k[:, u] * v[:, c]))_i, the
   /// product streamed: its inputs built from v and phi_k as the transform's first pass reads
-  /// them, its outputs folded into out as its last pass writes them. With a `second` batch
-  /// (engines that run pairs), features go two at a time: each v row is read once for both
-  /// inputs and each out row read and written once for both terms, in the same order (u,
-  /// then u + 1), so the result is the one-at-a-time result; at large n these streams, not
-  /// the transforms, bound the call.
+  /// them, its outputs folded into out as its last pass writes them.
   template <class Toeplitz>
   void value_group(const AttentionCall<T>& call, const Workspace& work, const Toeplitz& batch, const T* spectrum,
-                   index_t b, index_t h, index_t first, const Toeplitz* second) const {
+                   index_t b, index_t h, index_t first) const {
     const AttentionShape& s = call.shape;
     const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
     const index_t width = std::min(ToeplitzBatch<T>::kColumns, s.value_dim - first);
@@ -342,35 +317,7 @@ class KernelizedRpePlan {
       map.features(key_rows(call, b, h), call.k.stride(kSeq), s.kv_len, u0, count, keys.rho, keys.shift, f.keys, f.key_ld);
       map.features(query_rows(call, b, h), call.q.stride(kSeq), s.q_len, u0, count, queries.rho, queries.shift, f.queries,
                    f.query_ld);
-      index_t u = 0;
-      if constexpr (Toeplitz::kRunsPairs) {
-        for (; second != nullptr && u + 1 < count; u += 2) {
-          const T* phi_k = f.keys + u * f.key_ld;
-          const T* phi_q = f.queries + u * f.query_ld;
-          const bool first_feature = u0 + u == 0;
-          batch.transform_pair(
-              *second, spectrum, s.kv_len,
-              [&](index_t j) {
-                const Batch weight(phi_k[j]), next_weight(phi_k[j + f.key_ld]);
-                const GroupColumns x = load_columns(call.v.row(b, kv_head, j) + first, width);
-                return typename Toeplitz::PointPair{Point{weight * x.low, weight * x.high},
-                                                    Point{next_weight * x.low, next_weight * x.high}};
-              },
-              s.q_len,
-              [&](index_t i, const typename Toeplitz::PointPair& y) {
-                T* o = call.out.row(b, h, i) + first;
-                const Batch weight(phi_q[i]), next_weight(phi_q[i + f.query_ld]);
-                GroupColumns sum{weight * y.first.re, weight * y.first.im};
-                if (!first_feature) {
-                  const GroupColumns old = load_columns(o, width);
-                  sum = GroupColumns{simd::fma(weight, y.first.re, old.low), simd::fma(weight, y.first.im, old.high)};
-                }
-                store_columns(o, width,
-                              GroupColumns{simd::fma(next_weight, y.second.re, sum.low), simd::fma(next_weight, y.second.im, sum.high)});
-              });
-        }
-      }
-      for (; u < count; ++u) {
+      for (index_t u = 0; u < count; ++u) {
         const T* phi_k = f.keys + u * f.key_ld;
         const T* phi_q = f.queries + u * f.query_ld;
         const bool first_feature = u0 + u == 0;
@@ -524,7 +471,6 @@ class KernelizedRpePlan {
   bool use_fft_;
   index_t direct_rows_;
   RpeFft fft_;
-  index_t paired_features_length_ = kPairedFeaturesLength;
 };
 
 }  // namespace attnkit::kernel

@@ -65,17 +65,11 @@ template <class T>
 class LaneFftEngine {
  public:
   static constexpr bool kBitReversedSpectrum = true;
-  static constexpr bool kRunsPairs = true;  // convolve_pair: two batches' widest passes together
   explicit LaneFftEngine(const simd::FftTwiddles<T>& twiddles) : twiddles_(twiddles) {}
   index_t length() const { return twiddles_.length(); }
   template <class Source, class Sink>
   void convolve(T* data, const T* spectrum, index_t inputs, Source&& source, index_t outputs, Sink&& sink) const {
     simd::fft_convolve<simd::Batch<T>>(data, twiddles_, spectrum, inputs, source, outputs, sink);
-  }
-  template <class Source, class Sink>
-  void convolve_pair(T* first, T* second, const T* spectrum, index_t inputs, Source&& source, index_t outputs,
-                     Sink&& sink) const {
-    simd::fft_convolve_pair<simd::Batch<T>>(first, second, twiddles_, spectrum, inputs, source, outputs, sink);
   }
 
  private:
@@ -121,22 +115,6 @@ class ToeplitzBatch {
   template <class Source, class Sink>
   void transform(const T* spectrum, index_t kv_len, Source&& source, index_t q_len, Sink&& sink) const {
     engine_.convolve(data_, spectrum, kv_len, source, q_len, sink);
-  }
-
-  /// Engines that run two batches together (Engine::kRunsPairs: LaneFftEngine) also have
-  /// transform_pair.
-  static constexpr bool kRunsPairs = requires { Engine::kRunsPairs; };
-  using PointPair = simd::FftPointPair<simd::Batch<T>>;
-
-  /// transform() on this batch and `second` with the same spectrum at once: source(j) gives
-  /// both inputs' x_j (a PointPair), sink(i, pair) takes both y_i; each batch's result is
-  /// transform()'s, and a source or sink shared by the two touches its memory once.
-  template <class Source, class Sink>
-  void transform_pair(const ToeplitzBatch& second, const T* spectrum, index_t kv_len, Source&& source, index_t q_len,
-                      Sink&& sink) const
-    requires kRunsPairs
-  {
-    engine_.convolve_pair(data_, second.data_, spectrum, kv_len, source, q_len, sink);
   }
 
   /// The same in place: x_j from point(j) for j < Lk, y_i to point(i) for i < Lq.

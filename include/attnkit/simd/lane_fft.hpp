@@ -119,24 +119,6 @@ void dit_inverse(LanePoint<V>& a, LanePoint<V>& b, const typename LaneOps<V>::Sc
   a = a + t;
 }
 
-/// The four radix-2 butterflies of radix4_pass for one k, on points k + j quarter, j < 4.
-template <class V, bool kForward>
-void radix4_butterflies(LanePoint<V>& a0, LanePoint<V>& a1, LanePoint<V>& a2, LanePoint<V>& a3,
-                        const typename LaneOps<V>::Scalar* outer, const typename LaneOps<V>::Scalar* inner, index_t k,
-                        index_t quarter) {
-  if constexpr (kForward) {
-    dif<V>(a0, a2, outer, k);
-    dif<V>(a1, a3, outer, k + quarter);
-    dif<V>(a0, a1, inner, k);
-    dif<V>(a2, a3, inner, k);
-  } else {
-    dit_inverse<V>(a0, a1, inner, k);
-    dit_inverse<V>(a2, a3, inner, k);
-    dit_inverse<V>(a0, a2, outer, k);
-    dit_inverse<V>(a1, a3, outer, k + quarter);
-  }
-}
-
 /// Two passes at once over the `size` points of one block (spans size and size / 2): for
 /// k < size / 4 the points k + j size / 4, j < 4, go through their four radix-2 butterflies in
 /// registers, half the loads and stores of two radix-2 passes (which the in-cache passes are
@@ -149,32 +131,17 @@ void radix4_pass(index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w
   const auto* inner = w.span(size / 2);
   for (index_t k = 0; k < quarter; ++k) {
     LanePoint<V> a0 = load(k), a1 = load(k + quarter), a2 = load(k + 2 * quarter), a3 = load(k + 3 * quarter);
-    radix4_butterflies<V, kForward>(a0, a1, a2, a3, outer, inner, k, quarter);
-    store(k, a0);
-    store(k + quarter, a1);
-    store(k + 2 * quarter, a2);
-    store(k + 3 * quarter, a3);
-  }
-}
-
-/// Point p of two batches at once.
-template <class V>
-struct LanePointPair {
-  LanePoint<V> first, second;
-};
-
-/// radix4_pass on two batches at once, k by k: load(p) gives both batches' point p (a
-/// LanePointPair), store(p, pair) takes both back, so a fused source or sink touches its own
-/// memory once for the two. Each batch's arithmetic is radix4_pass's.
-template <class V, bool kForward, class Load, class Store>
-void radix4_pass_pair(index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w, Load&& load, Store&& store) {
-  const index_t quarter = size / 4;
-  const auto* outer = w.span(size);
-  const auto* inner = w.span(size / 2);
-  for (index_t k = 0; k < quarter; ++k) {
-    LanePointPair<V> a0 = load(k), a1 = load(k + quarter), a2 = load(k + 2 * quarter), a3 = load(k + 3 * quarter);
-    radix4_butterflies<V, kForward>(a0.first, a1.first, a2.first, a3.first, outer, inner, k, quarter);
-    radix4_butterflies<V, kForward>(a0.second, a1.second, a2.second, a3.second, outer, inner, k, quarter);
+    if constexpr (kForward) {
+      dif<V>(a0, a2, outer, k);
+      dif<V>(a1, a3, outer, k + quarter);
+      dif<V>(a0, a1, inner, k);
+      dif<V>(a2, a3, inner, k);
+    } else {
+      dit_inverse<V>(a0, a1, inner, k);
+      dit_inverse<V>(a2, a3, inner, k);
+      dit_inverse<V>(a0, a2, outer, k);
+      dit_inverse<V>(a1, a3, outer, k + quarter);
+    }
     store(k, a0);
     store(k + quarter, a1);
     store(k + 2 * quarter, a2);
@@ -321,41 +288,6 @@ void fft_convolve(typename detail::LaneOps<V>::Scalar* data, const FftTwiddles<t
       size, w, [data](index_t p) { return Point::load(data + 2 * kL * p); },
       [&](index_t p, const Point& point) {
         if (p < outputs) sink(p, point);
-      });
-}
-
-/// Both points p of a pair of batches: what fft_convolve_pair's source gives and its sink
-/// takes (members first and second, each an FftPoint).
-template <class V>
-using FftPointPair = detail::LanePointPair<V>;
-
-/// fft_convolve on two batches, first and second (each [L x 2 x kLanes], aligned), with the
-/// same spectrum, their widest passes run together: source(p) gives both inputs' point p
-/// (an FftPointPair), sink(p, pair) takes both outputs' point p. Each batch's result is
-/// fft_convolve's; a source or sink that reads the same memory for both (one V row weighted
-/// by two features, one output row accumulating two) streams it once instead of twice.
-template <class V, class Source, class Sink>
-void fft_convolve_pair(typename detail::LaneOps<V>::Scalar* first, typename detail::LaneOps<V>::Scalar* second,
-                       const FftTwiddles<typename detail::LaneOps<V>::Scalar>& w,
-                       const typename detail::LaneOps<V>::Scalar* spectrum, index_t inputs, Source&& source, index_t outputs,
-                       Sink&& sink) {
-  constexpr index_t kL = detail::LaneOps<V>::kLanes;
-  using Point = detail::LanePoint<V>;
-  using Pair = detail::LanePointPair<V>;
-  const index_t size = w.length(), quarter = size / 4;
-  detail::radix4_pass_pair<V, true>(
-      size, w, [&](index_t p) { return p < inputs ? Pair(source(p)) : Pair{{V(0), V(0)}, {V(0), V(0)}}; },
-      [first, second](index_t p, const Pair& pair) {
-        pair.first.store(first + 2 * kL * p);
-        pair.second.store(second + 2 * kL * p);
-      });
-  for (auto* data : {first, second})
-    for (index_t j = 0; j < 4; ++j) detail::convolve_block<V>(data + 2 * kL * j * quarter, quarter, spectrum + 2 * j * quarter, w);
-  detail::radix4_pass_pair<V, false>(
-      size, w,
-      [first, second](index_t p) { return Pair{Point::load(first + 2 * kL * p), Point::load(second + 2 * kL * p)}; },
-      [&](index_t p, const Pair& pair) {
-        if (p < outputs) sink(p, pair);
       });
 }
 
