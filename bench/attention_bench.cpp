@@ -36,6 +36,7 @@
 #include "naive_attention.hpp"
 #include "report.hpp"
 #include "schedule_bench.hpp"
+#include "sparse_bench.hpp"
 
 namespace {
 
@@ -218,12 +219,9 @@ int main(int argc, char** argv) try {
     register_attnkit(registry, causal, 64, 1, small_max_n);
   }
   for (const bool causal : {false, true}) register_attnkit(registry, causal, 128, all_threads, small_max_n);
-  // Sparse patterns (issue 3), n = 1024 ... 65536: GFLOP/s on attended pairs against full's.
-  // Full attention at n = 16384 again right before them: the per-pair ratios compare runs
-  // minutes apart otherwise, and machine load drifts.
-  register_family(registry, "full_sparse_baseline", 64, all_threads, 16384, dense_max_n, [=](benchmark::State& state) {
-    time_pattern(state, attnkit::Full{}, 64, all_threads);
-  });
+  // Sparse patterns (issue 3), n = 1024 ... 65536; their GFLOP/s per attended pair against
+  // full attention's, paired at n = 16384 (issue 12).
+  attnkit::bench::register_sparse_paired(registry, all_threads);
   for (const std::string& kind : attnkit::bench::sparse_pattern_names()) {
     register_sparse(registry, kind, all_threads, sparse_max_n);
   }

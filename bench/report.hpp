@@ -289,9 +289,8 @@ inline void write_report(const std::string& path, const Registry& registry,
   row("full: " + std::to_string(all) + " threads over 1 thread", full_all && full_one ? Opt(full_one->seconds / full_all->seconds) : Opt(), 1.8, "x");
   row("causal speedup over full (" + std::to_string(all) + " threads)", full_all && causal_all ? Opt(full_all->seconds / causal_all->seconds) : Opt(), 1.7, "x");
 
-  // Sparse patterns: GFLOP/s per attended pair relative to full attention at n = 16384, as
-  // measured just before them (full_sparse_baseline).
-  const Point* full_16k = detail::find_point(points, detail::family_name("attnkit", "full_sparse_baseline", 64, all), 16384);
+  // Sparse patterns: their complexity and planning time (their GFLOP/s per pair against full
+  // attention's is paired: sparse_bench.hpp's section).
   for (const auto& name : registry.names()) {
     const BenchmarkInfo& info = registry.info(name);
     const auto& sparse_kinds = sparse_pattern_names();
@@ -299,26 +298,16 @@ inline void write_report(const std::string& path, const Registry& registry,
         std::find(sparse_kinds.begin(), sparse_kinds.end(), info.kind) == sparse_kinds.end()) {
       continue;
     }
-    const Point* sparse = detail::find_point(points, name, 16384);
-    row(info.kind + ", n=16384: GFLOP/s per attended pair / full's", full_16k && sparse ? Opt(100 * sparse->gflops() / full_16k->gflops()) : Opt(), 80, "%");
     if (const auto exponent = points.count(name) ? detail::fitted_exponent(points.at(name), detail::fit_from(info)) : std::nullopt) {
       out << "| " << info.kind << ": fitted complexity | O(n^" << fixed(*exponent, 2) << ") | O(n): exponent <= 1.15 | "
           << (*exponent <= 1.15 ? "yes" : "NO") << " |\n";
     }
+    const Point* sparse = detail::find_point(points, name, 16384);
     const Point* planning = detail::find_point(points, detail::family_name("planning", info.kind, 64, 1), 16384);
     if (planning && sparse) {
       out << "| " << info.kind << ", n=16384: planning time / attention time | " << fixed(100 * planning->seconds / sparse->seconds, 2)
           << "% | < 5.00% | " << (planning->seconds < 0.05 * sparse->seconds ? "yes" : "NO") << " |\n";
     }
-  }
-
-  // Dilated window against the plain window of the same radii (PERF.md: <= 1.2x the time).
-  const Point* window_16k = detail::find_point(points, detail::family_name("attnkit", "window_r256", 64, all), 16384);
-  const Point* dilated_16k = detail::find_point(points, detail::family_name("attnkit", "dilated_r256_d4", 64, all), 16384);
-  if (window_16k && dilated_16k) {
-    const double ratio = dilated_16k->seconds / window_16k->seconds;
-    out << "| dilated_r256_d4 time / window_r256 time, n=16384 | " << fixed(ratio, 2) << "x | <= 1.20x | "
-        << (ratio <= 1.2 ? "yes" : "NO") << " |\n";
   }
 
   for (const auto& section : registry.sections()) section.first(out, data);
