@@ -33,6 +33,7 @@
 #include "linformer_bench.hpp"
 #include "lsh_bench.hpp"
 #include "machine_roofs.hpp"
+#include "micro_kernels_bench.hpp"
 #include "naive_attention.hpp"
 #include "report.hpp"
 #include "schedule_bench.hpp"
@@ -214,6 +215,7 @@ int main(int argc, char** argv) try {
   // both sides of each ratio alike.
   attnkit::bench::Registry registry;
   register_gemm_roof(registry, 64, all_threads);
+  attnkit::bench::register_micro_kernels(registry);
   for (const bool causal : {false, true}) {
     register_attnkit(registry, causal, 64, all_threads, dense_max_n);
     register_attnkit(registry, causal, 64, 1, small_max_n);

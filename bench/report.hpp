@@ -243,7 +243,7 @@ inline void write_report(const std::string& path, const Registry& registry,
   for (const auto& name : registry.names()) {
     const BenchmarkInfo& info = registry.info(name);
     if (info.implementation == "roof" || info.implementation == "planning" || info.implementation == "paired" ||
-        !points.count(name)) {
+        info.implementation == "micro" || !points.count(name)) {
       continue;
     }
     const double peak = roofs.fma_peak_gflops.count(info.threads) ? roofs.fma_peak_gflops.at(info.threads) : 0;

@@ -1,0 +1,121 @@
+#pragma once
+// The tiled driver's micro-kernels on their own, one thread, on data resident in L1 or L2
+// (issue 12): so that a slow run can be told apart from a slow kernel on any machine. Each is
+// reported as GFLOP/s and % of one core's FMA peak measured by the same binary.
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "attnkit/attnkit.hpp"
+#include "attnkit/detail/aligned_buffer.hpp"
+#include "attnkit/simd/row_ops.hpp"
+#include "attnkit/simd/score_tile.hpp"
+#include "attnkit/simd/value_accumulate.hpp"
+#include "bench_support.hpp"
+#include "report.hpp"
+
+namespace attnkit::bench {
+
+/// One query tile's data (the driver's tile shape: 32 rows; `keys` keys; D = Dv = 64),
+/// float, filled with small values so that exponentials stay in range.
+struct TileData {
+  static constexpr index_t kRows = 32, kDim = 64;
+  explicit TileData(index_t keys_)
+      : keys(keys_), q(kRows * kDim), kt(kDim * keys), v(keys * kDim), s(kRows * keys), o(kRows * kDim), alpha(kRows) {
+    const auto fill = [](attnkit::detail::AlignedBuffer<float>& buffer, index_t count, float scale) {
+      const std::vector<float>& values = normal_values(static_cast<std::size_t>(count), 11);
+      for (index_t e = 0; e < count; ++e) buffer.data()[e] = scale * values[static_cast<std::size_t>(e)];
+    };
+    fill(q, kRows * kDim, 0.125f);
+    fill(kt, kDim * keys, 0.125f);
+    fill(v, keys * kDim, 1.0f);
+    fill(s, kRows * keys, 1.0f);
+    std::fill(o.data(), o.data() + kRows * kDim, 0.0f);
+    std::fill(alpha.data(), alpha.data() + kRows, 1.0f);
+  }
+  index_t keys;
+  attnkit::detail::AlignedBuffer<float> q, kt, v, s, o, alpha;
+};
+
+/// The driver's softmax step on a score tile: per row the max, 2^(s - max) in place and the
+/// row sum (row_max, exp2_shifted_sum), the rescale of the running state folded in.
+inline void softmax_rows(TileData& t, float* row_sums) {
+  for (index_t r = 0; r < TileData::kRows; ++r) {
+    float* row = t.s.data() + r * t.keys;
+    row_sums[r] = simd::exp2_shifted_sum(row, t.keys, simd::row_max(row, t.keys));
+  }
+}
+
+/// Registers micro/<kernel>/keys:<k> for k = 64 (every operand in a 32 KiB L1) and 256 (the
+/// driver's key tile: K^T and V panels of 64 KiB each, in L2), one thread:
+///   score        S = Q K^T of a 32-row tile (simd::score_tile), 2 rows keys D FLOP
+///   values       O = alpha O + P V (simd::accumulate_values), 2 rows keys Dv FLOP
+///   softmax      row max, exp2 and sum per row of S (counted as 3 FLOP per score, exp2 not
+///                expanded: a rate, not an FMA count)
+///   tile         score, softmax and values in turn: one key tile of the driver's inner loop
+///                on resident panels, FLOP as score + values
+/// and the report section (GFLOP/s and % of the 1-thread FMA peak).
+inline void register_micro_kernels(Registry& registry) {
+  struct Kernel {
+    const char* name;
+    double flop_per_row_key;  // FLOP per (row, key) of the tile
+  };
+  const std::vector<Kernel> kernels{{"score", 2.0 * TileData::kDim},
+                                    {"values", 2.0 * TileData::kDim},
+                                    {"softmax", 3.0},
+                                    {"tile", 4.0 * TileData::kDim}};
+  for (const Kernel& kernel : kernels) {
+    const std::string name = std::string("micro/") + kernel.name + "/D:64/threads:1";
+    const std::string which = kernel.name;
+    auto* family = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+      TileData t(state.range(0));
+      alignas(64) float row_sums[TileData::kRows];
+      const auto score = [&] {
+        simd::score_tile(t.q.data(), TileData::kDim, t.kt.data(), t.keys, TileData::kRows, t.keys, t.s.data(), t.keys);
+      };
+      const auto values = [&] {
+        simd::accumulate_values<float, simd::ZeroWeights::kMultiply>(t.o.data(), TileData::kDim, t.alpha.data(),
+                                                                     t.s.data(), t.keys, t.v.data(), TileData::kDim,
+                                                                     TileData::kRows, t.keys, TileData::kDim / simd::kWidth<float>);
+      };
+      for (auto _ : state) {
+        if (which == "score" || which == "tile") score();
+        if (which == "softmax" || which == "tile") softmax_rows(t, row_sums);
+        if (which == "values" || which == "tile") values();
+        benchmark::DoNotOptimize(t.o.data());
+        benchmark::DoNotOptimize(t.s.data());
+        benchmark::ClobberMemory();
+      }
+      finish(state, t.keys, kernel.flop_per_row_key * TileData::kRows * static_cast<double>(t.keys), 1);
+    });
+    family->Arg(64)->Arg(256)->UseRealTime()->Unit(benchmark::kMicrosecond)->Repetitions(3)->ReportAggregatesOnly();
+    registry.add(name, BenchmarkInfo{"micro", kernel.name, TileData::kDim, 1});
+  }
+
+  registry.add_section([=](std::ostream& out, const ReportData& data) {
+    using detail::fixed;
+    const auto peak = data.roofs.fma_peak_gflops.find(1);
+    out << "\n## Micro-kernels alone: one thread, a 32-row query tile, D = Dv = 64\n\n"
+           "keys = 64: every operand in L1 (32 KiB here); keys = 256: the driver's key tile, K^T and V panels of 64 KiB "
+           "(L2). softmax counts 3 FLOP per score (a rate, exp2 not expanded); tile = score + softmax + values, FLOP "
+           "of score and values.\n\n| kernel | keys | GFLOP/s | % of 1-thread FMA peak |\n|---|---|---|---|\n";
+    for (const Kernel& kernel : kernels) {
+      for (const index_t keys : {index_t{64}, index_t{256}}) {
+        const Point* p = detail::find_point(data.points, std::string("micro/") + kernel.name + "/D:64/threads:1", keys);
+        if (p == nullptr) continue;
+        out << "| " << kernel.name << " | " << keys << " | " << fixed(p->gflops(), 1) << " | "
+            << (peak != data.roofs.fma_peak_gflops.end() && std::string(kernel.name) != "softmax"
+                    ? fixed(100 * p->gflops() / peak->second, 1) + "%"
+                    : "-")
+            << " |\n";
+      }
+    }
+  });
+}
+
+}  // namespace attnkit::bench
