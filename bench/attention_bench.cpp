@@ -246,7 +246,9 @@ int main(int argc, char** argv) try {
 
   benchmark::AddCustomContext("attnkit_kinds", attnkit::bench::kinds_context());
   attnkit::bench::CollectingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter, filter);
+  // An explicit spec replaces --benchmark_filter: pass the flag's own value when no kinds
+  // were named.
+  benchmark::RunSpecifiedBenchmarks(&reporter, filter.empty() ? benchmark::GetBenchmarkFilter() : filter);
   benchmark::Shutdown();
 
   // The all-kinds table on the console too: what a run of --attnkit_kinds is for.
