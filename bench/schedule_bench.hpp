@@ -4,7 +4,6 @@
 
 #include <benchmark/benchmark.h>
 
-#include <chrono>
 #include <string>
 
 #include "attnkit/attnkit.hpp"
@@ -36,16 +35,14 @@ inline void register_schedule_benchmarks(Registry& registry, int threads, index_
     const index_t n = state.range(0);
     const Schedule schedule = benchmark_schedule(n);
     Inputs in(n, kDim);
-    const auto view = [&](auto& buffer) { return bhld(buffer.data(), 1, kHeads, n, kDim); };
     const Options options{.threads = threads};
     const auto layers = static_cast<double>(schedule.layers());
     for (auto _ : state) {
-      const auto start = std::chrono::steady_clock::now();
+      double stack_seconds = 0;
       for (index_t layer = 0; layer < schedule.layers(); ++layer) {
-        attention(schedule.at(layer), view(in.q), view(in.k), view(in.v), view(in.out), options);
+        stack_seconds += call_seconds(schedule.at(layer), in, n, kDim, options);
       }
-      benchmark::DoNotOptimize(in.out.data());
-      state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / layers);
+      state.SetIterationTime(stack_seconds / layers);
     }
     finish(state, n, schedule.cost({1, kHeads, kHeads, n, n, kDim, kDim}).total.flops / layers, threads);
   });
