@@ -106,13 +106,8 @@ class KeyValuePanels {
   void pack_tile(const TensorView<const T>& k, index_t b, index_t h, index_t tile, KeyRow&& key_row, KeyScale&& key_scale) {
     const index_t first = tile * key_rows_;
     const index_t count = std::min(key_rows_, key_positions_ - first);
+    const bool finite = pack_rows(k, b, h, first, count, key_row, key_scale);
     T* panel = keys_ + tile * key_rows_ * head_dim_;
-    const auto source = [&](index_t c) { return k.row(b, h, key_row(first + c)); };
-    if constexpr (std::is_same_v<std::remove_cvref_t<KeyScale>, simd::Unscaled>) {
-      simd::transpose_rows(count, head_dim_, source, panel, key_rows_);
-    } else {
-      simd::transpose_rows(count, head_dim_, source, panel, key_rows_, [&](index_t c) { return key_scale(first + c); });
-    }
     if (count < key_rows_) {  // the last tile: zero columns past the last key position
       for (index_t d = 0; d < head_dim_; ++d) std::fill(panel + d * key_rows_ + count, panel + (d + 1) * key_rows_, T(0));
     }
@@ -122,17 +117,54 @@ class KeyValuePanels {
       check.store(kUnchecked, std::memory_order_relaxed);
       return;
     }
-    bool finite = true;
-    for (index_t c = 0; c < count; ++c) {
-      finite &= simd::copy_padded_row(v_.row(b, h, key_row(first + c)), v_.dim(), values_ + (first + c) * value_stride_,
-                                      value_stride_);
-    }
     std::fill(values_ + (first + count) * value_stride_, values_ + (first + key_rows_) * value_stride_, T(0));
     check.store(finite ? kFinite : kNonfinite, std::memory_order_relaxed);
   }
 
+  /// Repacks key positions [first, first + count) alone, as pack_tile would, in panels whose
+  /// tiles were all packed before (a sliding window replacing its oldest rows: LSH packs one
+  /// chunk per window instead of the whole window). Packed V only. A tile's non-finite flag
+  /// then answers for its other rows too, read back from the panel (in cache).
+  template <class KeyRow, class KeyScale>
+  void repack_positions(const TensorView<const T>& k, index_t b, index_t h, index_t first, index_t count,
+                        KeyRow&& key_row, KeyScale&& key_scale) {
+    for (index_t begin = first; begin < first + count;) {
+      const index_t tile = begin / key_rows_;
+      const index_t tile_begin = tile * key_rows_, tile_end = std::min(tile_begin + key_rows_, key_positions_);
+      const index_t end = std::min(first + count, tile_end);
+      bool finite = pack_rows(k, b, h, begin, end - begin, key_row, key_scale);
+      for (index_t p = tile_begin; p < tile_end && finite; ++p) {
+        if (p < begin || p >= end) finite = simd::all_finite(values_ + p * value_stride_, v_.dim());
+      }
+      value_check_[static_cast<std::size_t>(tile)].store(finite ? kFinite : kNonfinite, std::memory_order_relaxed);
+      begin = end;
+    }
+  }
+
  private:
   static constexpr unsigned char kUnchecked = 0, kFinite = 1, kNonfinite = 2;
+
+  /// K^T columns and (unless in place) V rows of key positions [first, first + count), inside
+  /// one tile; returns whether those V rows are finite (true when V is read in place).
+  template <class KeyRow, class KeyScale>
+  bool pack_rows(const TensorView<const T>& k, index_t b, index_t h, index_t first, index_t count, KeyRow& key_row,
+                 KeyScale& key_scale) {
+    const index_t tile = first / key_rows_;
+    T* columns = keys_ + tile * key_rows_ * head_dim_ + (first - tile * key_rows_);
+    const auto source = [&](index_t c) { return k.row(b, h, key_row(first + c)); };
+    if constexpr (std::is_same_v<std::remove_cvref_t<KeyScale>, simd::Unscaled>) {
+      simd::transpose_rows(count, head_dim_, source, columns, key_rows_);
+    } else {
+      simd::transpose_rows(count, head_dim_, source, columns, key_rows_, [&](index_t c) { return key_scale(first + c); });
+    }
+    bool finite = true;
+    if (values_in_place_) return finite;
+    for (index_t c = 0; c < count; ++c) {
+      finite &= simd::copy_padded_row(v_.row(b, h, key_row(first + c)), v_.dim(), values_ + (first + c) * value_stride_,
+                                      value_stride_);
+    }
+    return finite;
+  }
 
   TensorView<const T> v_;
   bool values_in_place_;

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -14,10 +13,12 @@
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/detail/thread_scratch.hpp"
+#include "attnkit/kernel/key_value_panels.hpp"
 #include "attnkit/kernel/lse_merge.hpp"
 #include "attnkit/kernel/lsh_hashing.hpp"
 #include "attnkit/kernel/tiled_driver.hpp"
 #include "attnkit/parallel/team.hpp"
+#include "attnkit/simd/prefetch.hpp"
 
 namespace attnkit::kernel {
 
@@ -52,20 +53,24 @@ struct LshGeometry {
   index_t window_slots() const { return window() * chunk; }
 };
 
-/// One round of one (batch, head) as the tiled driver sees it (a PositionedPlan,
-/// SharedQueryKeyPlan, BiasedPlan and SinkingPlan). Query positions are the round's n
-/// occurrences (its first n slots); key positions are the slots its windows reach: the
-/// before chunks preceding the round, its own chunks, and the after chunks following it,
-/// circularly, so the window of the round's chunk l is key positions [l c, (l + window) c)
-/// and a chunk reached twice appears twice.
+/// The window of one query chunk of one round as the tiled driver's query-tile step sees it
+/// (a PositionedPlan, SharedQueryKeyPlan, BiasedPlan and SinkingPlan). Query positions are
+/// the chunk's occurrences (its slots holding a row); key positions are its window's
+/// window() chunks of slots, the before chunks preceding it to the after chunks following it,
+/// counted circularly over the whole sequence (a chunk reached twice appears twice). The
+/// window's chunks sit in a ring of window() chunks of key positions: round key chunk kc (the
+/// window of chunk l holds kc = l ... l + window() - 1) at ring slot kc mod window(), so the
+/// next chunk's window differs in one slot, the one its entering chunk replaces, and a thread
+/// walking consecutive chunks packs one chunk per window. The order of keys inside a softmax
+/// is a function of the chunk alone, so results do not depend on who packed what.
 ///   order: the call's sorted sequence, R * padded slots (a row, or kPaddingSlot);
-///   key_slots: key_positions() entries, filled by fill_key_slots();
+///   window_slots: the ring's window() c slots, filled by fill_window_slots();
 ///   norms, inverse_norms: ||x_i|| and 1 / ||x_i|| per row: keys are x's rows normalised as
 ///   they are packed, and queries those keys read back and scaled by the norm;
 ///   results go to out (row i at out + i * out_stride) and lse, the first round's copied,
 ///   later rounds' folded in by merge_partial.
 template <class T>
-class LshRoundPlan {
+class LshWindowPlan {
  public:
   struct Sink {
     T* out;
@@ -75,81 +80,96 @@ class LshRoundPlan {
     index_t value_dim;
   };
 
-  LshRoundPlan() = default;
-  LshRoundPlan(const LshGeometry& geometry, index_t round, const std::int32_t* order, std::int32_t* key_slots,
-               const T* norms, const T* inverse_norms, const TileShape& tiles, const Sink& sink)
+  LshWindowPlan() = default;
+  LshWindowPlan(const LshGeometry& geometry, index_t round, index_t chunk, const std::int32_t* order,
+                std::int32_t* window_slots, const T* norms, const T* inverse_norms, const TileShape& tiles,
+                const Sink& sink)
       : g_(geometry),
         round_(round),
-        queries_(order + round * geometry.padded()),
+        chunk_(chunk),
+        queries_(order + round * geometry.padded() + chunk * geometry.chunk),
         order_(order),
-        key_slots_(key_slots),
+        window_slots_(window_slots),
         norms_(norms),
         inverse_norms_(inverse_norms),
         key_rows_(tiles.key_rows),
         sink_(sink) {}
 
-  /// key_slots[p]: the slot sequence's entry behind key position p.
-  void fill_key_slots() const {
-    const index_t all_chunks = g_.rounds * g_.chunks;
-    const index_t first = round_ * g_.chunks - g_.before;
-    for (index_t kc = 0; kc < g_.chunks + g_.before + g_.after; ++kc) {
-      const index_t chunk = ((first + kc) % all_chunks + all_chunks) % all_chunks;
-      std::copy(order_ + chunk * g_.chunk, order_ + (chunk + 1) * g_.chunk, key_slots_ + kc * g_.chunk);
+  /// window_slots[p]: the sequence's slot behind key position p.
+  void fill_window_slots() const {
+    for (index_t w = 0; w < g_.window(); ++w) {
+      const index_t chunk = sequence_chunk(w);
+      std::copy(order_ + chunk * g_.chunk, order_ + (chunk + 1) * g_.chunk, window_slots_ + ring_slot(w) * g_.chunk);
+    }
+  }
+  /// The key positions of the chunk entering with this window (its last), the only ones the
+  /// previous chunk's window does not hold at the same positions.
+  KeyRange entering_positions() const {
+    const index_t first = ring_slot(g_.window() - 1) * g_.chunk;
+    return KeyRange{first, first + g_.chunk};
+  }
+
+  /// Asks the caches for the rows this window reads and writes at random (sorted rows come
+  /// from anywhere in x, V and out): the x and V rows of the chunk entering the window last
+  /// (the others were the previous window's, read just before) and its queries' output rows
+  /// and running lse. Issued one window ahead, so they arrive while that window computes.
+  void prefetch_rows(const T* x, index_t x_stride, index_t dim, const T* v, index_t v_stride) const {
+    const std::int32_t* entering = order_ + sequence_chunk(g_.window() - 1) * g_.chunk;
+    for (index_t s = 0; s < g_.chunk; ++s) {
+      if (entering[s] == kPaddingSlot) continue;
+      simd::prefetch_row(x + entering[s] * x_stride, dim, false);
+      simd::prefetch_row(v + entering[s] * v_stride, sink_.value_dim, false);
+    }
+    for (index_t q = 0; q < query_positions(); ++q) {
+      simd::prefetch_row(sink_.out + queries_[q] * sink_.out_stride, sink_.value_dim, true);
+      simd::prefetch_row(sink_.lse + queries_[q] * sink_.lse_stride, 1, true);
     }
   }
 
-  index_t query_positions() const { return g_.n; }
-  index_t key_positions() const { return (g_.chunks + g_.before + g_.after) * g_.chunk; }
+  /// The chunk's occurrences: all its slots but the last chunk's padding.
+  index_t query_positions() const { return std::min(g_.chunk, g_.n - chunk_ * g_.chunk); }
+  index_t key_positions() const { return g_.window_slots(); }
   index_t query_row(index_t /*head*/, index_t position) const { return queries_[position]; }
   index_t key_row(index_t /*head*/, index_t position) const {
-    const std::int32_t row = key_slots_[position];
+    const std::int32_t row = window_slots_[position];
     return row == kPaddingSlot ? 0 : row;  // padding packs row 0's key, never attended
   }
   index_t key_order(index_t /*head*/) const { return 0; }
   T key_scale(index_t /*head*/, index_t position) const {
-    const std::int32_t row = key_slots_[position];
+    const std::int32_t row = window_slots_[position];
     return row == kPaddingSlot ? T(0) : inverse_norms_[row];
   }
-  /// The round's occurrences are its own chunks' slots, which follow the before chunks.
-  index_t query_key_offset(index_t /*head*/) const { return g_.before * g_.chunk; }
+  /// The chunk's own slots: window chunk `before`.
+  index_t query_key_offset(index_t /*head*/) const { return ring_slot(g_.before) * g_.chunk; }
   T query_scale(index_t /*head*/, index_t position) const { return norms_[queries_[position]]; }
 
-  /// The windows of query positions [q_begin, q_end) as one key range, split at panel
-  /// boundaries, so the window's chunks share one score tile and one pass of the value
-  /// accumulation (separate chunk tiles ran 10% slower). A piece needs the mask when one of
-  /// its chunks does: when some query of the range does not have it in its window (a range
-  /// straddling two chunks), when it may hold the query's own row (its own chunk, or any chunk
-  /// of another round: the self penalty), when it holds padding, and always when causal (rows
-  /// in sorted order are not in position order).
+  /// The whole window as one key range, split at panel boundaries, so its chunks share one
+  /// score tile and one pass of the value accumulation (separate chunk tiles ran 10% slower).
+  /// A piece needs the mask when one of its chunks may hold the query's own row (the query's
+  /// chunk, or any chunk of another round: the self penalty) or padding, and always when
+  /// causal (rows in sorted order are not in position order).
   template <class Visit>
-  void for_each_key_tile(index_t /*head*/, index_t q_begin, index_t q_end, Visit&& visit) const {
-    const index_t first = q_begin / g_.chunk, last = (q_end - 1) / g_.chunk;
-    const index_t end = (last + g_.window()) * g_.chunk;
-    for (index_t begin = first * g_.chunk; begin < end;) {
+  void for_each_key_tile(index_t /*head*/, index_t /*q_begin*/, index_t /*q_end*/, Visit&& visit) const {
+    const index_t end = g_.window_slots();
+    for (index_t begin = 0; begin < end;) {
       const index_t stop = std::min(end, (begin / key_rows_ + 1) * key_rows_);
       bool needs_mask = g_.causal;
-      for (index_t kc = begin / g_.chunk; kc <= (stop - 1) / g_.chunk && !needs_mask; ++kc) {
-        needs_mask = kc < last || kc >= first + g_.window() || may_hold_row_or_padding(kc, first, last);
+      for (index_t slot = begin / g_.chunk; slot <= (stop - 1) / g_.chunk && !needs_mask; ++slot) {
+        needs_mask = may_hold_row_or_padding(sequence_chunk((slot - chunk_ % g_.window() + g_.window()) % g_.window()));
       }
       visit(KeyTile{begin, stop, needs_mask});
       begin = stop;
     }
   }
 
-  /// Excludes keys outside the query's window, padding slots, and (causal) rows after the
-  /// query's row; selection only.
+  /// Excludes padding slots and (causal) rows after the query's row; selection only.
   template <class S>
   void exclude(index_t /*head*/, index_t position, const KeyTile& tile, S* scores) const {
     constexpr S kExcluded = -std::numeric_limits<S>::infinity();
-    const index_t window_begin = position / g_.chunk * g_.chunk;
-    const index_t lo = std::clamp(window_begin, tile.begin, tile.end);
-    const index_t hi = std::clamp(window_begin + g_.window_slots(), tile.begin, tile.end);
-    std::fill(scores, scores + (lo - tile.begin), kExcluded);
-    std::fill(scores + (hi - tile.begin), scores + (tile.end - tile.begin), kExcluded);
     // Padding is kPaddingSlot, above every row: one comparison covers padding and causality.
     const std::int32_t last_attended = g_.causal ? queries_[position] : kPaddingSlot - 1;
-    const std::int32_t* rows = key_slots_ + tile.begin;
-    for (index_t c = lo - tile.begin; c < hi - tile.begin; ++c) scores[c] = rows[c] > last_attended ? kExcluded : scores[c];
+    const std::int32_t* rows = window_slots_ + tile.begin;
+    for (index_t c = 0; c < tile.end - tile.begin; ++c) scores[c] = rows[c] > last_attended ? kExcluded : scores[c];
   }
 
   /// The self penalty on keys at the query's own row.
@@ -157,7 +177,7 @@ class LshRoundPlan {
   void add_bias(index_t /*head*/, index_t position, const KeyTile& tile, S* scores, S unit) const {
     const S penalty = unit * static_cast<S>(kLshSelfPenalty);
     const std::int32_t self = queries_[position];
-    const std::int32_t* rows = key_slots_ + tile.begin;
+    const std::int32_t* rows = window_slots_ + tile.begin;
     for (index_t c = 0; c < tile.end - tile.begin; ++c) scores[c] += rows[c] == self ? penalty : S(0);
   }
 
@@ -174,22 +194,26 @@ class LshRoundPlan {
   }
 
  private:
-  /// Whether pass key chunk kc may hold padding or the row of a query in round chunks
-  /// [first, last].
-  bool may_hold_row_or_padding(index_t kc, index_t first, index_t last) const {
+  /// The ring slot of window chunk w.
+  index_t ring_slot(index_t w) const { return (chunk_ + w) % g_.window(); }
+  /// The sequence's chunk at window chunk w (circular over all rounds' chunks).
+  index_t sequence_chunk(index_t w) const {
     const index_t all_chunks = g_.rounds * g_.chunks;
-    const index_t chunk = ((round_ * g_.chunks - g_.before + kc) % all_chunks + all_chunks) % all_chunks;
-    const bool padding = chunk % g_.chunks == g_.chunks - 1 && g_.padded() != g_.n;
-    const bool other_round = chunk / g_.chunks != round_;
-    const index_t local = chunk - round_ * g_.chunks;
-    return padding || other_round || (local >= first && local <= last);
+    return ((round_ * g_.chunks + chunk_ - g_.before + w) % all_chunks + all_chunks) % all_chunks;
+  }
+  /// Whether sequence chunk s may hold padding or the row of one of this chunk's queries.
+  bool may_hold_row_or_padding(index_t s) const {
+    const bool padding = s % g_.chunks == g_.chunks - 1 && g_.padded() != g_.n;
+    const bool other_round = s / g_.chunks != round_;
+    return padding || other_round || s == round_ * g_.chunks + chunk_;
   }
 
   LshGeometry g_;
   index_t round_ = 0;
-  const std::int32_t* queries_ = nullptr;  // the round's slots
+  index_t chunk_ = 0;
+  const std::int32_t* queries_ = nullptr;  // the chunk's slots
   const std::int32_t* order_ = nullptr;
-  std::int32_t* key_slots_ = nullptr;
+  std::int32_t* window_slots_ = nullptr;
   const T* norms_ = nullptr;
   const T* inverse_norms_ = nullptr;
   index_t key_rows_ = 1;
@@ -206,14 +230,19 @@ struct LshPhaseTimes {
 };
 
 /// Runs one LSH call in one parallel region. Per (batch, head): the team hashes the rows and
-/// takes their norms (blocks of kHashRows), sorts each round (one round per item), then for
-/// each round the leader builds that round's plan and TiledPass (the leader, so the K/V
-/// panels stay in one thread's scratch) and the team runs it. Every row's rounds are merged in
-/// round order, every output row is computed by one thread in a fixed order: results do not
-/// depend on the thread count.
-/// Extra memory (T = float, n = 65536, R = 8, D = Dv = 64): panels (n + 2 chunks) (D + Dv)
-/// elements (32 MiB), ids and sorted order R n int32 each (2 + 2 MiB), 2 n norms, the
-/// rotations, and without a requested lse a running lse of n.
+/// takes their norms (blocks of kHashRows), sorts each round (one round per item), then runs
+/// the rounds one after the other. In a round every thread takes a contiguous run of query
+/// chunks; for each it packs the chunk's window (its keys and values gathered from the sorted
+/// order into panels of the thread's own, in L1/L2 while its query tiles read them) and runs
+/// the chunk's query tiles (kernel::process_query_tile, the tiled driver's step), whose sink folds each row's
+/// result into out. No panels of a whole round are built, so no barrier separates packing
+/// from the query tiles, and no panel leaves the cache before it is read (a tiled pass per
+/// round wrote and re-read 2 n (D + Dv) elements through L3). Every row's rounds are merged
+/// in round order (one barrier per round), every output row is computed by one thread in a
+/// fixed order: results do not depend on the thread count.
+/// Extra memory (T = float, n = 65536, R = 8, D = Dv = 64): ids and sorted order R n int32
+/// each (2 + 2 MiB), 2 n norms, the rotations, without a requested lse a running lse of n,
+/// and per thread one window's panels, window() c (D + Dv) elements.
 template <class T>
 class LshPlan {
  public:
@@ -224,12 +253,11 @@ class LshPlan {
 
   void execute(const AttentionCall<T>& call, LshPhaseTimes* times) const {
     const AttentionShape& shape = call.shape;
-    const index_t n = shape.q_len, dim = shape.head_dim, heads = shape.q_heads;
+    const index_t n = shape.q_len, heads = shape.q_heads;
     if (n == 0 || shape.batch == 0 || heads == 0) return;
     const index_t slots = g_.rounds * g_.padded();
-    LshHasher<T> hasher(rotations_, layout_, g_.hashed ? heads : 0, dim, g_.rounds);
+    LshHasher<T> hasher(rotations_, layout_, g_.hashed ? heads : 0, shape.head_dim, g_.rounds);
     std::vector<index_t> counts(static_cast<std::size_t>(g_.hashed ? g_.rounds * (layout_.buckets + 1) : 0));
-    std::vector<std::int32_t> key_slots(static_cast<std::size_t>((g_.chunks + g_.before + g_.after) * g_.chunk));
     std::int32_t* ids = attnkit::detail::thread_scratch<struct LshIdsTag, std::int32_t>(g_.rounds * n);
     std::int32_t* order = attnkit::detail::thread_scratch<struct LshOrderTag, std::int32_t>(slots);
     T* norms = attnkit::detail::thread_scratch<struct LshNormsTag, T>(n);
@@ -238,11 +266,12 @@ class LshPlan {
     if (!g_.hashed) {
       for (index_t i = 0; i < n; ++i) order[i] = static_cast<std::int32_t>(i);
     }
-    const AttentionShape head_shape{1, 1, 1, n, n, dim, shape.value_dim};
     const index_t blocks = LshHasher<T>::blocks(n);
+    // Panels no wider than the window, so packing never zeroes columns no score reads.
+    const TileShape window_tiles{
+        tiles_.query_rows,
+        std::min(tiles_.key_rows, attnkit::detail::round_up(g_.window_slots(), static_cast<index_t>(simd::kWidth<T>)))};
 
-    LshRoundPlan<T> round_plan;
-    std::optional<TiledPass<T, LshRoundPlan<T>>> pass;
     auto clock = std::chrono::steady_clock::now();
     parallel::parallel_region(call.threads, [&](parallel::Team& team) {
       const auto mark = [&](double LshPhaseTimes::*phase) {
@@ -253,6 +282,11 @@ class LshPlan {
           clock = now;
         });
       };
+      // This thread's window: its slots, its packed keys and values, its query-tile scratch.
+      std::int32_t* window_slots =
+          attnkit::detail::thread_scratch<struct LshWindowSlotsTag, std::int32_t>(g_.window_slots());
+      KeyValuePanels<T> panels(shape, window_tiles, call.v, false, g_.window_slots());
+      QueryTileWorkspace<T> work(shape, window_tiles, panels.value_stride());
       hasher.fill(team);
       for (index_t b = 0; b < shape.batch; ++b) {
         for (index_t h = 0; h < heads; ++h) {
@@ -261,7 +295,7 @@ class LshPlan {
           team.for_each_static(blocks, [&](index_t block) {
             if (g_.hashed) hasher.hash_block(x, x_stride, n, h, block, ids);
             const index_t first = block * kHashRows;
-            row_norms<T>(x, x_stride, first, std::min(n, first + kHashRows), dim, norms, norms_inverse);
+            row_norms<T>(x, x_stride, first, std::min(n, first + kHashRows), shape.head_dim, norms, norms_inverse);
           });
           mark(&LshPhaseTimes::hashing);
           if (g_.hashed) {
@@ -271,26 +305,33 @@ class LshPlan {
             });
           }
           mark(&LshPhaseTimes::sorting);
-          const TensorView<const T> head_x(x, {1, 1, n, dim}, call.q.strides());
-          const AttentionCall<T> head_call{head_shape,
-                                           head_x,
-                                           head_x,
-                                           TensorView<const T>(call.v.row(b, h, 0), {1, 1, n, shape.value_dim}, call.v.strides()),
-                                           TensorView<T>(call.out.row(b, h, 0), {1, 1, n, shape.value_dim}, call.out.strides()),
-                                           nullptr,
-                                           call.scale,
-                                           call.threads};
-          const typename LshRoundPlan<T>::Sink sink{
+          const typename LshWindowPlan<T>::Sink sink{
               call.out.row(b, h, 0), call.out.stride(kSeq), call.lse != nullptr ? call.lse->row(b, h, 0) : running_lse,
               call.lse != nullptr ? call.lse->stride(kSeq) : 1, shape.value_dim};
           for (index_t r = 0; r < g_.rounds; ++r) {
-            team.leader([&] {
-              pass.reset();
-              round_plan = LshRoundPlan<T>(g_, r, order, key_slots.data(), norms, norms_inverse, tiles_, sink);
-              round_plan.fill_key_slots();
-              pass.emplace(head_call, round_plan, tiles_);
+            index_t packed_chunk = -2;  // the chunk whose window this thread's panels hold
+            team.for_each_static(g_.chunks, [&](index_t chunk) {
+              if (chunk + 1 < g_.chunks) {
+                LshWindowPlan<T>(g_, r, chunk + 1, order, nullptr, norms, norms_inverse, window_tiles, sink)
+                    .prefetch_rows(call.k.row(b, h, 0), call.k.stride(kSeq), shape.head_dim, call.v.row(b, h, 0),
+                                   call.v.stride(kSeq));
+              }
+              const LshWindowPlan<T> window(g_, r, chunk, order, window_slots, norms, norms_inverse, window_tiles, sink);
+              window.fill_window_slots();
+              const auto key_row = [&](index_t p) { return window.key_row(h, p); };
+              const auto key_scale = [&](index_t p) { return window.key_scale(h, p); };
+              if (chunk == packed_chunk + 1) {
+                const KeyRange entering = window.entering_positions();
+                panels.repack_positions(call.k, b, h, entering.begin, entering.end - entering.begin, key_row, key_scale);
+              } else {
+                for (index_t tile = 0; tile < panels.tile_count(); ++tile) panels.pack_tile(call.k, b, h, tile, key_row, key_scale);
+              }
+              packed_chunk = chunk;
+              for (index_t q_begin = 0; q_begin < window.query_positions(); q_begin += window_tiles.query_rows) {
+                process_query_tile(call, window, window_tiles, panels, work, b, h, q_begin,
+                                           std::min(q_begin + window_tiles.query_rows, window.query_positions()));
+              }
             });
-            pass->run(team);
           }
           mark(&LshPhaseTimes::attention);
         }

@@ -34,32 +34,6 @@ constexpr TileShape default_tile_shape() {
 
 namespace detail {
 
-/// Per-thread scratch of one query tile: scaled Q rows, the score tile and the softmax state
-/// (detail::thread_scratch, reused across calls).
-/// A key tile placed at `column` of the score tile.
-struct KeySegment {
-  KeyTile tile;
-  index_t column;
-};
-
-template <class T>
-struct QueryTileWorkspace {
-  QueryTileWorkspace(const AttentionShape& shape, const TileShape& tiles, index_t value_stride)
-      : queries(attnkit::detail::thread_scratch<struct QueryTileTag, T>(tiles.query_rows * shape.head_dim)),
-        scores(attnkit::detail::thread_scratch<struct ScoreTileTag, T>(tiles.query_rows * tiles.key_rows)),
-        softmax(tiles.query_rows, value_stride) {
-    segments.reserve(static_cast<std::size_t>(tiles.key_rows));
-    query_rows.resize(static_cast<std::size_t>(tiles.query_rows));
-    result.resize(static_cast<std::size_t>(shape.value_dim));
-  }
-  T* queries;  // [query_rows x head_dim], rows past the tile zero
-  T* scores;   // [query_rows x key_rows], scores then weights
-  OnlineSoftmax<T> softmax;
-  std::vector<KeySegment> segments;  // the key tiles sharing the current score tile
-  std::vector<index_t> query_rows;    // the query row behind each position of the tile
-  std::vector<T> result;              // one finished row handed to a SinkingPlan
-};
-
 /// The query heads of kv head `kv_head` grouped by key order: heads[begin[o] .. begin[o + 1])
 /// share the o-th distinct order (in order of first appearance). One group for plans that do
 /// not reorder.
@@ -119,9 +93,39 @@ inline std::vector<index_t> heaviest_first(const index_t* heads, index_t head_co
   return items;
 }
 
-/// Computes the output rows at query positions [q_begin, q_end) of query head h in batch b
-/// against the packed K/V of its kv head, visiting exactly the key tiles the plan lists.
-/// Each KeyTile lies inside one aligned panel, so its K^T columns are contiguous.
+}  // namespace detail
+
+/// A key tile placed at `column` of the score tile.
+struct KeySegment {
+  KeyTile tile;
+  index_t column;
+};
+
+/// Per-thread scratch of one query tile: scaled Q rows, the score tile and the softmax state
+/// (detail::thread_scratch, reused across calls).
+template <class T>
+struct QueryTileWorkspace {
+  QueryTileWorkspace(const AttentionShape& shape, const TileShape& tiles, index_t value_stride)
+      : queries(attnkit::detail::thread_scratch<struct QueryTileTag, T>(tiles.query_rows * shape.head_dim)),
+        scores(attnkit::detail::thread_scratch<struct ScoreTileTag, T>(tiles.query_rows * tiles.key_rows)),
+        softmax(tiles.query_rows, value_stride) {
+    segments.reserve(static_cast<std::size_t>(tiles.key_rows));
+    query_rows.resize(static_cast<std::size_t>(tiles.query_rows));
+    result.resize(static_cast<std::size_t>(shape.value_dim));
+  }
+  T* queries;  // [query_rows x head_dim], rows past the tile zero
+  T* scores;   // [query_rows x key_rows], scores then weights
+  OnlineSoftmax<T> softmax;
+  std::vector<KeySegment> segments;  // the key tiles sharing the current score tile
+  std::vector<index_t> query_rows;    // the query row behind each position of the tile
+  std::vector<T> result;              // one finished row handed to a SinkingPlan
+};
+
+/// The driver's step: computes the output rows at query positions [q_begin, q_end) of query
+/// head h in batch b against the packed K/V of its kv head, visiting exactly the key tiles the
+/// plan lists. Each KeyTile lies inside one aligned panel, so its K^T columns are contiguous.
+/// TiledPass runs it over the panels of a whole (batch, kv head); an executor with panels of
+/// its own may run it too (LSH: one chunk's window at a time, kernel/lsh_plan.hpp).
 template <class T, KeyTilePlan Plan>
 void process_query_tile(const AttentionCall<T>& call, const Plan& plan, const TileShape& tiles,
                         const KeyValuePanels<T>& panels, QueryTileWorkspace<T>& work, index_t b, index_t h,
@@ -216,8 +220,6 @@ void process_query_tile(const AttentionCall<T>& call, const Plan& plan, const Ti
   }
 }
 
-}  // namespace detail
-
 /// One pass of the tiled driver over a call: a KeyTilePlan executed by a thread team.
 /// Construct it on one thread (it takes the K/V panels from that thread's scratch, so two
 /// passes alive at once must be built on different threads), then every member of the team
@@ -250,7 +252,7 @@ class TiledPass {
   void run(parallel::Team& team) {
     const AttentionShape& shape = call_.shape;
     if (shape.batch == 0 || shape.q_heads == 0 || query_positions_ == 0) return;
-    detail::QueryTileWorkspace<T> work(shape, tiles_, panels_.value_stride());
+    QueryTileWorkspace<T> work(shape, tiles_, panels_.value_stride());
     team.for_each_static(shape.q_heads * query_tiles_, [&](index_t item) {
       const KeyRange rows = query_range(item);
       tile_work_[static_cast<std::size_t>(item)] =
@@ -276,7 +278,7 @@ class TiledPass {
         team.for_each_dynamic(static_cast<index_t>(items.size()), [&](index_t e) {
           const index_t item = items[static_cast<std::size_t>(e)];
           const KeyRange rows = query_range(item);
-          detail::process_query_tile(call_, plan_, tiles_, panels_, work, b, item / query_tiles_, rows.begin,
+          process_query_tile(call_, plan_, tiles_, panels_, work, b, item / query_tiles_, rows.begin,
                                      rows.end);
         });
       }
