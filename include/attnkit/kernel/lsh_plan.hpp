@@ -155,7 +155,7 @@ class LshWindowPlan {
       const index_t stop = std::min(end, (begin / key_rows_ + 1) * key_rows_);
       bool needs_mask = g_.causal;
       for (index_t slot = begin / g_.chunk; slot <= (stop - 1) / g_.chunk && !needs_mask; ++slot) {
-        needs_mask = may_hold_row_or_padding(sequence_chunk((slot - chunk_ % g_.window() + g_.window()) % g_.window()));
+        needs_mask = may_hold_row_or_padding(sequence_chunk(window_chunk(slot)));
       }
       visit(KeyTile{begin, stop, needs_mask});
       begin = stop;
@@ -194,8 +194,9 @@ class LshWindowPlan {
   }
 
  private:
-  /// The ring slot of window chunk w.
+  /// The ring slot of window chunk w, and the window chunk at a ring slot.
   index_t ring_slot(index_t w) const { return (chunk_ + w) % g_.window(); }
+  index_t window_chunk(index_t slot) const { return (slot - chunk_ % g_.window() + g_.window()) % g_.window(); }
   /// The sequence's chunk at window chunk w (circular over all rounds' chunks).
   index_t sequence_chunk(index_t w) const {
     const index_t all_chunks = g_.rounds * g_.chunks;
@@ -234,8 +235,8 @@ struct LshPhaseTimes {
 /// the rounds one after the other. In a round every thread takes a contiguous run of query
 /// chunks; for each it packs the chunk's window (its keys and values gathered from the sorted
 /// order into panels of the thread's own, in L1/L2 while its query tiles read them) and runs
-/// the chunk's query tiles (kernel::process_query_tile, the tiled driver's step), whose sink folds each row's
-/// result into out. No panels of a whole round are built, so no barrier separates packing
+/// the chunk's query tiles (kernel::process_query_tile, the tiled driver's step), whose sink
+/// folds each row's result into out. No panels of a whole round are built, so no barrier separates packing
 /// from the query tiles, and no panel leaves the cache before it is read (a tiled pass per
 /// round wrote and re-read 2 n (D + Dv) elements through L3). Every row's rounds are merged
 /// in round order (one barrier per round), every output row is computed by one thread in a
@@ -324,12 +325,14 @@ class LshPlan {
                 const KeyRange entering = window.entering_positions();
                 panels.repack_positions(call.k, b, h, entering.begin, entering.end - entering.begin, key_row, key_scale);
               } else {
-                for (index_t tile = 0; tile < panels.tile_count(); ++tile) panels.pack_tile(call.k, b, h, tile, key_row, key_scale);
+                for (index_t tile = 0; tile < panels.tile_count(); ++tile) {
+                  panels.pack_tile(call.k, b, h, tile, key_row, key_scale);
+                }
               }
               packed_chunk = chunk;
               for (index_t q_begin = 0; q_begin < window.query_positions(); q_begin += window_tiles.query_rows) {
                 process_query_tile(call, window, window_tiles, panels, work, b, h, q_begin,
-                                           std::min(q_begin + window_tiles.query_rows, window.query_positions()));
+                                   std::min(q_begin + window_tiles.query_rows, window.query_positions()));
               }
             });
           }

@@ -278,8 +278,7 @@ class TiledPass {
         team.for_each_dynamic(static_cast<index_t>(items.size()), [&](index_t e) {
           const index_t item = items[static_cast<std::size_t>(e)];
           const KeyRange rows = query_range(item);
-          process_query_tile(call_, plan_, tiles_, panels_, work, b, item / query_tiles_, rows.begin,
-                                     rows.end);
+          process_query_tile(call_, plan_, tiles_, panels_, work, b, item / query_tiles_, rows.begin, rows.end);
         });
       }
     }
