@@ -4,6 +4,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -37,6 +38,9 @@ inline std::vector<std::pair<RpeFft, std::string>> rpe_engines() {
   if (kernel::kHaveFftw) engines.emplace_back(RpeFft::kFftw, "fftw");
   return engines;
 }
+
+/// Rounds of the interleaved scaling benchmark (one round: ~7 s at max_n = 65536).
+inline constexpr int kScalingRounds = 5;
 
 /// Pairs of the paired benchmark at n (full attention takes ~6 s per call at n = 16384 here).
 inline int rpe_pairs(index_t n) { return n <= 4096 ? 7 : n <= 8192 ? 5 : 3; }
@@ -161,10 +165,18 @@ inline void write_rpe_section(std::ostream& out, const ReportData& data, int thr
     out << "\n";
   }
   out << "\n| target | measured | required | met |\n|---|---|---|---|\n";
+  const std::string scaling = "paired/rpe_scaling_m32" + suffix;
+  if (const auto exponent = detail::find_counter(data.runs, scaling, max_n, "exponent")) {
+    const auto lo = detail::find_counter(data.runs, scaling, max_n, "exponent_min");
+    const auto hi = detail::find_counter(data.runs, scaling, max_n, "exponent_max");
+    out << "| FFT path, m = 32: fitted complexity, n = 4096 ... " << max_n << ", sizes interleaved (medians of "
+        << kScalingRounds << " rounds; single rounds " << fixed(lo.value_or(0), 2) << " ... " << fixed(hi.value_or(0), 2)
+        << ") | O(n^" << fixed(*exponent, 2) << ") | exponent <= 1.20 | " << (*exponent <= 1.2 ? "yes" : "NO") << " |\n";
+  }
   if (const auto points = data.points.find("attnkit/rpe_fft_m32" + suffix); points != data.points.end()) {
     if (const auto exponent = detail::fitted_exponent(points->second, 4096)) {
-      out << "| FFT path, m = 32: fitted complexity, n = 4096 ... " << max_n << " | O(n^" << fixed(*exponent, 2)
-          << ") | exponent <= 1.20 | " << (*exponent <= 1.2 ? "yes" : "NO") << " |\n";
+      out << "| FFT path, m = 32: fitted complexity, n = 4096 ... " << max_n << ", one family per size (drift "
+          << "included) | O(n^" << fixed(*exponent, 2) << ") | (for comparison) | - |\n";
     }
   }
   for (index_t n : paired_sizes) {
@@ -188,6 +200,9 @@ inline void write_rpe_section(std::ostream& out, const ReportData& data, int thr
 ///                             over that engine (median per-pair ratio)
 ///   paired/rpe_vs_full        per pair: full attention, then the FFT path for each engine and
 ///                             m; counters m<m>_speedup (lanes) and <engine>_m<m>_speedup
+///   paired/rpe_scaling_m32    at max_n: rounds of the FFT path (m = 32) at every n = 4096 ...
+///                             max_n in turn; counters n<n>_s (medians), exponent (their fit),
+///                             exponent_min, exponent_max (fits of single rounds)
 inline void register_rpe_benchmarks(Registry& registry, int threads, index_t max_n) {
   constexpr index_t kDim = 64;
   const Options options{.threads = threads};
@@ -268,6 +283,41 @@ inline void register_rpe_benchmarks(Registry& registry, int threads, index_t max
   });
   if (family != nullptr) family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
   registry.add(paired, BenchmarkInfo{"paired", "rpe_vs_full", kDim, threads});
+
+  // The exponent with the sizes interleaved: each round calls the FFT path at every n = 4096,
+  // 8192, ..., max_n in turn, so the machine's drift over minutes falls on every size alike
+  // (a family per size, as above, times n = 4096 minutes before n = 65536); the fit takes each
+  // size's median over the rounds, and exponent_min / _max the fits of single rounds.
+  const std::string scaling = "paired/rpe_scaling_m32/D:64/threads:" + std::to_string(threads);
+  auto* scaling_family = register_at(scaling, sizes(std::max<index_t>(max_n, 4096), max_n), [=](benchmark::State& state) {
+    const std::vector<index_t> ns = sizes(4096, state.range(0));
+    Inputs in(ns.back(), kDim);  // each size's call reads a prefix
+    std::vector<KernelizedRpe> patterns;
+    for (const index_t n : ns) patterns.push_back(benchmark_rpe(32, n, RpeAlgorithm::kFft));
+    std::vector<std::vector<double>> times(ns.size());
+    std::vector<double> round_exponents;
+    const auto fit = [&](const auto& seconds_of) {
+      std::vector<Point> points;
+      for (std::size_t i = 0; i < ns.size(); ++i) points.push_back(Point{.n = ns[i], .seconds = seconds_of(i)});
+      return detail::fitted_exponent(points, 4096).value_or(0);
+    };
+    for (std::size_t i = 0; i < ns.size(); ++i) call_seconds(patterns[i], in, ns[i], kDim, options);  // warm-up
+    for (auto _ : state) {
+      for (int round = 0; round < kScalingRounds; ++round) {
+        for (std::size_t i = 0; i < ns.size(); ++i) times[i].push_back(call_seconds(patterns[i], in, ns[i], kDim, options));
+        round_exponents.push_back(fit([&](std::size_t i) { return times[i].back(); }));
+      }
+      state.SetIterationTime(median(times.back()));
+    }
+    for (std::size_t i = 0; i < ns.size(); ++i) state.counters["n" + std::to_string(ns[i]) + "_s"] = median(times[i]);
+    const auto [lo, hi] = std::minmax_element(round_exponents.begin(), round_exponents.end());
+    state.counters["rounds"] = kScalingRounds;
+    state.counters["exponent"] = fit([&](std::size_t i) { return median(times[i]); });
+    state.counters["exponent_min"] = *lo;
+    state.counters["exponent_max"] = *hi;
+  });
+  if (scaling_family != nullptr) scaling_family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+  registry.add(scaling, BenchmarkInfo{"paired", "rpe_scaling_m32", kDim, threads});
 
   registry.add_section([=](std::ostream& out, const ReportData& data) { write_rpe_section(out, data, threads, max_n); });
 }

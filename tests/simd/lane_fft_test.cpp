@@ -25,7 +25,7 @@ index_t bit_reversed(index_t f, index_t length) {
 /// Forward DFT of every lane in bit-reversed order, then the inverse: both against the
 /// naive DFT (relative to the spectrum's size, as an FFT's error is), over lengths that
 /// take the in-cache passes (an odd and an even number of levels) and the recursive split
-/// (above kInCachePoints: 2048 points for AVX-512 floats, 8192 for SSE2).
+/// (above kInCachePoints: 128 points for AVX-512 floats, 512 for SSE2).
 template <class T>
 void check_forward_and_inverse(index_t length) {
   constexpr index_t kLanes = simd::kFftLanes<simd::Batch<T>>;

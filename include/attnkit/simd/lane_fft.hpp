@@ -11,7 +11,7 @@
 // order; the inverse is decimation in time and takes it in that order: a convolution multiplies
 // two spectra pointwise, which does not care about their order, so neither direction needs a
 // bit-reversal permutation. Both run two radix-2 passes at a time (radix4_pass) and recurse
-// depth-first until a sub-transform fits in L2.
+// depth-first until a sub-transform fits in L1.
 
 #include <cmath>
 #include <cstddef>
@@ -98,9 +98,11 @@ struct LanePoint {
   }
 };
 
-/// Points per sub-transform run pass by pass: 256 KiB of data, inside L2.
+/// Points per sub-transform run pass by pass: 16 KiB of data, inside L1 with its twiddles and
+/// spectrum on every x86 core (32 KiB or more). Above it every pass splits a block in four;
+/// the in-cache passes are bound by loads and stores, so they pay where L1 serves them.
 template <class V>
-constexpr index_t kInCachePoints = index_t(256 * 1024) / index_t(2 * sizeof(V));
+constexpr index_t kInCachePoints = index_t(16 * 1024) / index_t(2 * sizeof(V));
 
 /// The forward (decimation-in-frequency) butterfly: (a, b) -> (a + b, (a - b) w); k = 0 means
 /// w = 1, and skips the product.
@@ -268,8 +270,9 @@ void fft_inverse_from_bit_reversed(typename detail::LaneOps<V>::Scalar* data,
 /// The circular convolution of every lane's sequence with the one whose bit-reversed DFT
 /// (times 1 / L) is `spectrum` ([L x 2] (re, im) scalars shared by all lanes), L =
 /// w.length() >= 4: the same arithmetic as fft_forward_bit_reversed, the product and
-/// fft_inverse_from_bit_reversed, with every block of L2 size transformed, multiplied and
-/// transformed back while it is in cache, and the ends fused into the two widest passes:
+/// fft_inverse_from_bit_reversed, depth first: every block transformed, multiplied and
+/// transformed back while it is in cache (L2 from 1 MiB down, L1 at the last 16 KiB), and
+/// the ends fused into the two widest passes:
 /// the input point p < inputs is source(p) (a LanePoint; later points are zero and never
 /// read) and the output point p < outputs goes to sink(p, point) (later ones are dropped).
 /// data: [L x 2 x kLanes] scratch, aligned.
