@@ -72,6 +72,52 @@ TEST(LaneFft, DoubleMatchesNaiveDft) {
   for (index_t length : {2, 16, 512, 8192, 32768}) check_forward_and_inverse<double>(length);
 }
 
+/// radix8_pass (AVX-512's sweep) runs the butterflies of radix4_pass over the block and then
+/// the span-size/4 level of each quarter, in that order per point: the same bits, forward and
+/// inverse, for the vector and the scalar lanes.
+template <class V>
+void check_radix8_equals_radix4_then_radix2() {
+  using Scalar = typename simd::detail::LaneOps<V>::Scalar;
+  using Point = simd::detail::LanePoint<V>;
+  constexpr index_t kL = simd::kFftLanes<V>, kSize = 64, kEighth = kSize / 8, kQuarter = kSize / 4;
+  const simd::FftTwiddles<Scalar> twiddles(kSize);
+  detail::AlignedBuffer<Scalar> eight(2 * kL * kSize), four(2 * kL * kSize);
+  const auto at = [](detail::AlignedBuffer<Scalar>& x, index_t p) { return x.data() + 2 * kL * p; };
+  for (bool forward : {true, false}) {
+    for (index_t e = 0; e < 2 * kL * kSize; ++e)
+      eight.data()[e] = four.data()[e] = static_cast<Scalar>(testing::normal_sample(11, forward, static_cast<std::uint64_t>(e)));
+    const auto load = [&](index_t p) { return Point::load(at(eight, p)); };
+    const auto store = [&](index_t p, const Point& point) { point.store(at(eight, p)); };
+    const auto quarter_level = [&] {
+      for (index_t q = 0; q < 4; ++q)
+        for (index_t k = 0; k < kEighth; ++k) {
+          Point a = Point::load(at(four, q * kQuarter + k)), b = Point::load(at(four, q * kQuarter + k + kEighth));
+          if (forward) {
+            simd::detail::dif<V>(a, b, twiddles.span(kQuarter), k);
+          } else {
+            simd::detail::dit_inverse<V>(a, b, twiddles.span(kQuarter), k);
+          }
+          a.store(at(four, q * kQuarter + k));
+          b.store(at(four, q * kQuarter + k + kEighth));
+        }
+    };
+    if (forward) {
+      simd::detail::radix8_pass<V, true>(kSize, twiddles, load, store);
+      simd::detail::radix4_pass<V, true>(four.data(), kSize, twiddles);
+      quarter_level();
+    } else {
+      simd::detail::radix8_pass<V, false>(kSize, twiddles, load, store);
+      quarter_level();
+      simd::detail::radix4_pass<V, false>(four.data(), kSize, twiddles);
+    }
+    EXPECT_TRUE(std::equal(eight.data(), eight.data() + 2 * kL * kSize, four.data())) << "forward " << forward;
+  }
+}
+TEST(LaneFft, RadixEightSweepEqualsRadixFourThenTwo) {
+  check_radix8_equals_radix4_then_radix2<simd::Batch<float>>();
+  check_radix8_equals_radix4_then_radix2<double>();
+}
+
 /// A ToeplitzBatch product y_i = sum_j c(j - i - (Lk - Lq)) x_j against the sum itself, for
 /// Lq = Lk, Lq < Lk and Lq > Lk, with a one-sided (causal) coefficient table, in cache and
 /// through the recursive split (L = 8192 and 32768; every row up to 100, then a sample).
