@@ -287,9 +287,10 @@ inline void register_rpe_benchmarks(Registry& registry, int threads, index_t max
   // The exponent with the sizes interleaved: each round calls the FFT path at every n = 4096,
   // 8192, ..., max_n in turn, so the machine's drift over minutes falls on every size alike
   // (a family per size, as above, times n = 4096 minutes before n = 65536); the fit takes each
-  // size's median over the rounds, and exponent_min / _max the fits of single rounds.
+  // size's median over the rounds, and exponent_min / _max the fits of single rounds. Needs
+  // max_n >= 8192 (two sizes).
   const std::string scaling = "paired/rpe_scaling_m32/D:64/threads:" + std::to_string(threads);
-  auto* scaling_family = register_at(scaling, sizes(std::max<index_t>(max_n, 4096), max_n), [=](benchmark::State& state) {
+  auto* scaling_family = register_at(scaling, sizes(std::max<index_t>(max_n, 8192), max_n), [=](benchmark::State& state) {
     const std::vector<index_t> ns = sizes(4096, state.range(0));
     Inputs in(ns.back(), kDim);  // each size's call reads a prefix
     std::vector<KernelizedRpe> patterns;
