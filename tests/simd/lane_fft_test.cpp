@@ -86,8 +86,6 @@ void check_radix8_equals_radix4_then_radix2() {
   for (bool forward : {true, false}) {
     for (index_t e = 0; e < 2 * kL * kSize; ++e)
       eight.data()[e] = four.data()[e] = static_cast<Scalar>(testing::normal_sample(11, forward, static_cast<std::uint64_t>(e)));
-    const auto load = [&](index_t p) { return Point::load(at(eight, p)); };
-    const auto store = [&](index_t p, const Point& point) { point.store(at(eight, p)); };
     const auto quarter_level = [&] {
       for (index_t q = 0; q < 4; ++q)
         for (index_t k = 0; k < kEighth; ++k) {
@@ -102,11 +100,13 @@ void check_radix8_equals_radix4_then_radix2() {
         }
     };
     if (forward) {
-      simd::detail::radix8_pass<V, true>(kSize, twiddles, load, store);
+      simd::detail::radix8_pass<V, true>(kSize, twiddles, simd::detail::point_loads<V>(eight.data()),
+                                         simd::detail::point_stores<V>(eight.data()));
       simd::detail::radix4_pass<V, true>(four.data(), kSize, twiddles);
       quarter_level();
     } else {
-      simd::detail::radix8_pass<V, false>(kSize, twiddles, load, store);
+      simd::detail::radix8_pass<V, false>(kSize, twiddles, simd::detail::point_loads<V>(eight.data()),
+                                          simd::detail::point_stores<V>(eight.data()));
       quarter_level();
       simd::detail::radix4_pass<V, false>(four.data(), kSize, twiddles);
     }

@@ -98,9 +98,20 @@ struct LanePoint {
   }
 };
 
+/// The Load and Store of a pass over the contiguous points at x: point p at x + 2 kLanes p.
+template <class V>
+auto point_loads(typename LaneOps<V>::Scalar* x) {
+  return [x](index_t p) { return LanePoint<V>::load(x + 2 * LaneOps<V>::kLanes * p); };
+}
+template <class V>
+auto point_stores(typename LaneOps<V>::Scalar* x) {
+  return [x](index_t p, const LanePoint<V>& point) { point.store(x + 2 * LaneOps<V>::kLanes * p); };
+}
+
 /// Points per sub-transform run pass by pass: 16 KiB of data, inside L1 with its twiddles and
-/// spectrum on every x86 core (32 KiB or more). Above it every pass splits a block in four;
-/// the in-cache passes are bound by loads and stores, so they pay where L1 serves them.
+/// spectrum on every x86 core (32 KiB or more). Above it every sweep splits a block in
+/// kSweepRadix parts; the in-cache passes are bound by loads and stores, so they pay where L1
+/// serves them.
 template <class V>
 constexpr index_t kInCachePoints = index_t(16 * 1024) / index_t(2 * sizeof(V));
 
@@ -188,37 +199,34 @@ inline constexpr index_t kSweepRadix = 4;
 template <class S>
 inline constexpr index_t kSweepRadix<Batch<S>> = kVectorRegisters<S> >= 32 ? 8 : 4;
 
-/// The kSweepRadix<V> pass over the `size` points of a block (load and store as radix4_pass).
-template <class V, bool kForward, class Load, class Store>
-void sweep_pass(index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w, Load&& load, Store&& store) {
-  if constexpr (kSweepRadix<V> == 8) {
-    if (size >= 8) return radix8_pass<V, kForward>(size, w, load, store);
-  }
-  radix4_pass<V, kForward>(size, w, load, store);
-}
-
-/// The points kSweepRadix<V> splits a block of `size` into (radix 4 where size < 8).
+/// The parts a sweep splits a block of `size` points into: kSweepRadix<V>, or 4 where
+/// size < 8.
 template <class V>
 index_t sweep_radix(index_t size) {
   return kSweepRadix<V> == 8 && size >= 8 ? 8 : 4;
 }
 
+/// The sweep_radix(size) pass over the `size` points of a block (load and store as
+/// radix4_pass).
+template <class V, bool kForward, class Load, class Store>
+void sweep_pass(index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w, Load&& load, Store&& store) {
+  if (sweep_radix<V>(size) == 8) {
+    radix8_pass<V, kForward>(size, w, load, store);
+  } else {
+    radix4_pass<V, kForward>(size, w, load, store);
+  }
+}
+
 /// sweep_pass in place on the `size` contiguous points at x.
 template <class V, bool kForward>
 void sweep_pass(typename LaneOps<V>::Scalar* x, index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w) {
-  constexpr index_t kL = LaneOps<V>::kLanes;
-  sweep_pass<V, kForward>(
-      size, w, [x](index_t p) { return LanePoint<V>::load(x + 2 * kL * p); },
-      [x](index_t p, const LanePoint<V>& point) { point.store(x + 2 * kL * p); });
+  sweep_pass<V, kForward>(size, w, point_loads<V>(x), point_stores<V>(x));
 }
 
 /// radix4_pass in place on the `size` contiguous points at x.
 template <class V, bool kForward>
 void radix4_pass(typename LaneOps<V>::Scalar* x, index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w) {
-  constexpr index_t kL = LaneOps<V>::kLanes;
-  radix4_pass<V, kForward>(
-      size, w, [x](index_t p) { return LanePoint<V>::load(x + 2 * kL * p); },
-      [x](index_t p, const LanePoint<V>& point) { point.store(x + 2 * kL * p); });
+  radix4_pass<V, kForward>(size, w, point_loads<V>(x), point_stores<V>(x));
 }
 
 /// The pass of span 2 over `size` points: sums and differences of neighbours (w = 1).
@@ -347,12 +355,10 @@ void fft_convolve(typename detail::LaneOps<V>::Scalar* data, const FftTwiddles<t
   using Point = detail::LanePoint<V>;
   const index_t size = w.length(), parts = detail::sweep_radix<V>(size), part = size / parts;
   detail::sweep_pass<V, true>(
-      size, w, [&](index_t p) { return p < inputs ? Point(source(p)) : Point{V(0), V(0)}; },
-      [data](index_t p, const Point& point) { point.store(data + 2 * kL * p); });
+      size, w, [&](index_t p) { return p < inputs ? Point(source(p)) : Point{V(0), V(0)}; }, detail::point_stores<V>(data));
   for (index_t j = 0; j < parts; ++j) detail::convolve_block<V>(data + 2 * kL * j * part, part, spectrum + 2 * j * part, w);
   detail::sweep_pass<V, false>(
-      size, w, [data](index_t p) { return Point::load(data + 2 * kL * p); },
-      [&](index_t p, const Point& point) {
+      size, w, detail::point_loads<V>(data), [&](index_t p, const Point& point) {
         if (p < outputs) sink(p, point);
       });
 }
