@@ -29,7 +29,6 @@ class OnlineSoftmax {
         sum_(detail::thread_scratch<struct RowSumTag, T>(rows)),
         rescale_(detail::thread_scratch<struct RowRescaleTag, T>(rows)),
         new_max_(detail::thread_scratch<struct RowNewMaxTag, T>(rows)),
-        ones_(detail::thread_scratch<struct RowOnesTag, T>(rows)),
         acc_(detail::thread_scratch<struct AccumulatorTag, T>(rows * value_stride)) {}
 
   void reset(index_t rows) {
@@ -37,7 +36,6 @@ class OnlineSoftmax {
       max_[r] = -kInf;
       sum_[r] = T(0);
       rescale_[r] = T(0);
-      ones_[r] = T(1);
     }
     std::fill(acc_, acc_ + rows * value_stride_, T(0));
   }
@@ -58,11 +56,11 @@ class OnlineSoftmax {
 
   /// O~ = rescale * O~ + P V over `keys` value rows (see simd::accumulate_values), for the
   /// first key segment of the absorbed scores; later segments (`first_segment` false) add
-  /// P V with a factor of exactly 1.
+  /// P V to O~ as it is.
   template <simd::ZeroWeights kZero>
   void accumulate(const T* weights, index_t weight_stride, const ValueRows<T>& values, index_t padded_rows,
                   index_t keys, index_t value_vectors, bool first_segment) {
-    simd::accumulate_values<T, kZero>(acc_, value_stride_, first_segment ? rescale_ : ones_, weights, weight_stride,
+    simd::accumulate_values<T, kZero>(acc_, value_stride_, first_segment ? rescale_ : nullptr, weights, weight_stride,
                                       values.rows, values.stride, padded_rows, keys, value_vectors);
   }
 
@@ -89,7 +87,6 @@ class OnlineSoftmax {
   T* sum_;
   T* rescale_;
   T* new_max_;  // the running max after the current tile, before it replaces max_
-  T* ones_;     // 1 per row: the rescale of key segments after the first
   T* acc_;
 };
 
