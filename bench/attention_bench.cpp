@@ -28,6 +28,7 @@
 #include "attnkit/attnkit.hpp"
 #include "bench_patterns.hpp"
 #include "bench_support.hpp"
+#include "dense_paired_bench.hpp"
 #include "kernelized_rpe_bench.hpp"
 #include "kinds_report.hpp"
 #include "linformer_bench.hpp"
@@ -210,12 +211,19 @@ int main(int argc, char** argv) try {
   const index_t sparse_max_n = std::min<index_t>(range.max_n, 65536);
   const index_t small_max_n = std::min<index_t>(range.max_n, 8192);
 
-  // Families whose ratios the report checks run back to back (full and causal, 2 threads and
-  // 1 thread), before the long naive baselines, so that drifting machine load and clocks move
-  // both sides of each ratio alike.
+  // Full attention's targets, paired (issue 12): against the FMA probe for D = 32 ... 128,
+  // and its speedups over one thread, over causal and over naive Eigen.
   attnkit::bench::Registry registry;
   register_gemm_roof(registry, 64, all_threads);
   attnkit::bench::register_micro_kernels(registry);
+  attnkit::bench::register_peak_paired(registry, all_threads);
+  attnkit::bench::register_dense_ratios(registry, all_threads);
+  registry.add_target_rows([=](std::ostream& out, const attnkit::bench::ReportData& data) {
+    attnkit::bench::write_dense_paired_targets(out, data, all_threads);
+  });
+  registry.add_section([=](std::ostream& out, const attnkit::bench::ReportData& data) {
+    attnkit::bench::write_peak_section(out, data, all_threads);
+  });
   for (const bool causal : {false, true}) {
     register_attnkit(registry, causal, 64, all_threads, dense_max_n);
     register_attnkit(registry, causal, 64, 1, small_max_n);
@@ -234,7 +242,8 @@ int main(int argc, char** argv) try {
   attnkit::bench::register_rpe_benchmarks(registry, all_threads, sparse_max_n);
   // The MASFormer schedule (issue 11), per layer, n = 1024 ... 16384 (it holds a full layer).
   attnkit::bench::register_schedule_benchmarks(registry, all_threads, dense_max_n);
-  // The naive baselines to n = 4096 (D = 128: 2048); their rows give the reports' speedups.
+  // The naive baselines to n = 4096 (D = 128: 2048), GFLOP/s of their own (the speedup over
+  // them is paired/dense_ratios').
   for (const index_t dim : {index_t{64}, index_t{128}})
     for (const bool causal : {false, true}) register_naive(registry, causal, dim, all_threads, dim == 64 ? dense_max_n : 2048);
   register_reference(registry, 64, dense_max_n);
