@@ -86,7 +86,8 @@ inline void write_kinds_section(std::ostream& out, const ReportData& data, int t
       << "Medians of whole calls (the families above). Crossover: the smallest n from which the kind is faster than "
          "full attention at every larger n both ran (full runs to "
       << probe_n
-      << "). Plots: kinds_time.png and kinds_gflops.png next to this file (bench/plot_kinds.py; needs "
+      << "), from the families' medians, measured minutes apart: an overview, not a paired ratio (the kinds' "
+         "sections above give their speedups over full attention paired). Plots: kinds_time.png and kinds_gflops.png next to this file (bench/plot_kinds.py; needs "
          "python3-matplotlib).\n\n"
       << "| kind | n | fitted exponent | n = " << probe_n << ": ms | n = " << probe_n
       << ": GFLOP/s | crossover against full |\n|---|---|---|---|---|---|\n";

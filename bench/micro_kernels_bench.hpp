@@ -1,7 +1,7 @@
 #pragma once
 // The tiled driver's micro-kernels on their own, one thread, on data resident in L1 or L2
 // (issue 12): so that a slow run can be told apart from a slow kernel on any machine. Each is
-// reported as GFLOP/s and % of one core's FMA peak measured by the same binary.
+// reported as GFLOP/s and as a fraction of one core's FMA peak, paired with the FMA probe.
 
 #include <benchmark/benchmark.h>
 
@@ -17,6 +17,7 @@
 #include "attnkit/simd/score_tile.hpp"
 #include "attnkit/simd/value_accumulate.hpp"
 #include "bench_support.hpp"
+#include "machine_roofs.hpp"
 #include "report.hpp"
 
 namespace attnkit::bench {
@@ -51,6 +52,22 @@ inline void softmax_rows(TileData& t, float* row_sums) {
   }
 }
 
+/// Median over `rounds` pairs of (the FMA probe for as many FLOP as `calls` runs of `kernel`,
+/// then those runs) of the probe's seconds over the kernel's: the kernel's fraction of the
+/// FMA peak, both measured moments apart (PERF.md).
+template <class Kernel>
+double paired_peak_fraction(Kernel&& kernel, double flops_per_call, int calls, int rounds = 15) {
+  const auto steps = static_cast<std::int64_t>(flops_per_call * calls / fma_step_flops());
+  std::vector<double> fractions;
+  for (int round = 0; round < rounds; ++round) {
+    const double probe = fma_chains_seconds(1, steps);
+    const auto start = std::chrono::steady_clock::now();
+    for (int call = 0; call < calls; ++call) kernel();
+    fractions.push_back(probe / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return median(fractions);
+}
+
 /// Registers micro/<kernel>/keys:<k> for k = 64 (every operand in a 32 KiB L1) and 256 (the
 /// driver's key tile: K^T and V panels of 64 KiB each, in L2), one thread:
 ///   score        S = Q K^T of a 32-row tile (simd::score_tile), 2 rows keys D FLOP
@@ -59,7 +76,9 @@ inline void softmax_rows(TileData& t, float* row_sums) {
 ///                expanded: a rate, not an FMA count)
 ///   tile         score, softmax and values in turn: one key tile of the driver's inner loop
 ///                on resident panels, FLOP as score + values
-/// and the report section (GFLOP/s and % of the 1-thread FMA peak).
+/// and the report section (GFLOP/s, and for all but softmax the fraction of the FMA peak
+/// paired with the probe: counter peak_fraction, from paired_peak_fraction after the timed
+/// loop).
 inline void register_micro_kernels(Registry& registry) {
   struct Kernel {
     const char* name;
@@ -85,15 +104,19 @@ inline void register_micro_kernels(Registry& registry) {
       };
       const bool run_score = which == "score" || which == "tile", run_softmax = which == "softmax" || which == "tile",
                  run_values = which == "values" || which == "tile";
-      for (auto _ : state) {
+      const auto step = [&] {
         if (run_score) score();
         if (run_softmax) softmax_rows(t, row_sums);
         if (run_values) values();
         benchmark::DoNotOptimize(t.o.data());
         benchmark::DoNotOptimize(t.s.data());
         benchmark::ClobberMemory();
-      }
-      finish(state, t.keys, kernel.flop_per_row_key * TileData::kRows * static_cast<double>(t.keys), 1);
+      };
+      for (auto _ : state) step();
+      const double flops = kernel.flop_per_row_key * TileData::kRows * static_cast<double>(t.keys);
+      finish(state, t.keys, flops, 1);
+      // About 2 ms of kernel per round (a tile of 256 keys is ~40 us).
+      if (which != "softmax") state.counters["peak_fraction"] = paired_peak_fraction(step, flops, 8192 * 64 / t.keys);
     });
     family->Arg(64)->Arg(256)->UseRealTime()->Unit(benchmark::kMicrosecond)->Repetitions(3)->ReportAggregatesOnly();
     registry.add(name, BenchmarkInfo{"micro", kernel.name, TileData::kDim, 1});
@@ -101,20 +124,20 @@ inline void register_micro_kernels(Registry& registry) {
 
   registry.add_section([=](std::ostream& out, const ReportData& data) {
     using detail::fixed;
-    const auto peak = data.roofs.fma_peak_gflops.find(1);
     out << "\n## Micro-kernels alone: one thread, a 32-row query tile, D = Dv = 64\n\n"
            "keys = 64: every operand in L1 (32 KiB here); keys = 256: the driver's key tile, K^T and V panels of 64 KiB "
            "(L2). softmax counts 3 FLOP per score (a rate, exp2 not expanded); tile = score + softmax + values, FLOP "
-           "of score and values.\n\n| kernel | keys | GFLOP/s | % of 1-thread FMA peak |\n|---|---|---|---|\n";
+           "of score and values. GFLOP/s: median of the repetitions; % of the FMA peak: median of 15 pairs (the probe "
+           "for as many FLOP, then the kernel).\n\n| kernel | keys | GFLOP/s | % of the 1-thread FMA peak, paired |\n"
+           "|---|---|---|---|\n";
     for (const Kernel& kernel : kernels) {
       for (const index_t keys : {index_t{64}, index_t{256}}) {
-        const Point* p = detail::find_point(data.points, std::string("micro/") + kernel.name + "/D:64/threads:1", keys);
+        const std::string name = std::string("micro/") + kernel.name + "/D:64/threads:1";
+        const Point* p = detail::find_point(data.points, name, keys);
         if (p == nullptr) continue;
+        const auto fraction = detail::find_counter(data.runs, name, keys, "peak_fraction");
         out << "| " << kernel.name << " | " << keys << " | " << fixed(p->gflops(), 1) << " | "
-            << (peak != data.roofs.fma_peak_gflops.end() && std::string(kernel.name) != "softmax"
-                    ? fixed(100 * p->gflops() / peak->second, 1) + "%"
-                    : "-")
-            << " |\n";
+            << (fraction ? fixed(100 * *fraction, 1) + "%" : "-") << " |\n";
       }
     }
   });
