@@ -2,6 +2,7 @@
 // Register-blocked micro-kernel for the online-softmax update O~ = alpha O~ + P V_tile.
 
 #include <algorithm>
+#include <type_traits>
 
 #include "attnkit/core/index.hpp"
 #include "attnkit/simd/batch.hpp"
@@ -66,33 +67,51 @@ void accumulate_value_block(T* o, index_t o_stride, const T* alpha, const T* p, 
     for (index_t c = 0; c < kVectors; ++c) acc[r][c].store_aligned(o + r * o_stride + c * kW);
 }
 
+/// Whether a tail of 1 or 2 vectors joins the last full block of value vectors (blocks of 5
+/// or 6): 4 rows x 6 vectors of accumulators, 6 values and one weight need 31 registers, so
+/// AVX-512's 32 hold them. A 4 x 1 or 4 x 2 block does 1-2 FMAs per load (Dv = 80 or 96 in
+/// float: a fifth or a third of the value FLOP).
+template <class T>
+inline constexpr bool kWideValueTails = kVectorRegisters<T> >= kValueRowBlock * 6 + 6 + 1;
+
 /// accumulate_values over one chunk of keys: row blocks outer, blocks of value vectors inner.
 template <class T, ZeroWeights kZero>
 void accumulate_value_rows(T* o, index_t o_stride, const T* alpha, const T* p, index_t p_stride, const T* v,
                            index_t v_stride, index_t rows, index_t keys, index_t value_vectors) {
   constexpr index_t kW = static_cast<index_t>(kWidth<T>);
+  const index_t tail = value_vectors % kValueVectorBlock;
+  const bool widen = kWideValueTails<T> && value_vectors > kValueVectorBlock && (tail == 1 || tail == 2);
+  // Vectors in blocks of kValueVectorBlock, then the rest (1 - 3, or 5 - 6 when widened) in one
+  // last block.
+  const index_t last = widen ? tail + kValueVectorBlock : tail;
   for (index_t r0 = 0; r0 < rows; r0 += kValueRowBlock) {
     T* o_rows = o + r0 * o_stride;
     const T* p_rows = p + r0 * p_stride;
     const T* alpha_rows = alpha == nullptr ? nullptr : alpha + r0;
     index_t c0 = 0;
-    for (; c0 + kValueVectorBlock <= value_vectors; c0 += kValueVectorBlock) {
+    for (; c0 + last < value_vectors; c0 += kValueVectorBlock) {
       accumulate_value_block<T, kValueVectorBlock, kZero>(o_rows + c0 * kW, o_stride, alpha_rows, p_rows, p_stride,
                                                           v + c0 * kW, v_stride, keys);
     }
-    // Remaining 1 .. kValueVectorBlock - 1 vectors take the same kernel with a narrower block.
+    const auto block = [&]<index_t kVectors>(std::integral_constant<index_t, kVectors>) {
+      accumulate_value_block<T, kVectors, kZero>(o_rows + c0 * kW, o_stride, alpha_rows, p_rows, p_stride, v + c0 * kW,
+                                                 v_stride, keys);
+    };
     switch (value_vectors - c0) {
+      case 6:
+        if constexpr (kWideValueTails<T>) block(std::integral_constant<index_t, 6>{});
+        break;
+      case 5:
+        if constexpr (kWideValueTails<T>) block(std::integral_constant<index_t, 5>{});
+        break;
       case 3:
-        accumulate_value_block<T, 3, kZero>(o_rows + c0 * kW, o_stride, alpha_rows, p_rows, p_stride, v + c0 * kW,
-                                            v_stride, keys);
+        block(std::integral_constant<index_t, 3>{});
         break;
       case 2:
-        accumulate_value_block<T, 2, kZero>(o_rows + c0 * kW, o_stride, alpha_rows, p_rows, p_stride, v + c0 * kW,
-                                            v_stride, keys);
+        block(std::integral_constant<index_t, 2>{});
         break;
       case 1:
-        accumulate_value_block<T, 1, kZero>(o_rows + c0 * kW, o_stride, alpha_rows, p_rows, p_stride, v + c0 * kW,
-                                            v_stride, keys);
+        block(std::integral_constant<index_t, 1>{});
         break;
       default:
         break;
