@@ -56,15 +56,20 @@ inline double median(std::vector<double> values) {
   return values.size() % 2 == 1 ? values[m] : 0.5 * (values[m - 1] + values[m]);
 }
 
+/// Median, min and max of per-pair ratios as counters <tag>, <tag>_min, <tag>_max.
+inline void set_ratio_counters(benchmark::State& state, const std::string& tag, const std::vector<double>& ratios) {
+  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+  state.counters[tag] = median(ratios);
+  state.counters[tag + "_min"] = *lo;
+  state.counters[tag + "_max"] = *hi;
+}
+
 /// Counters of one side of a paired benchmark (its calls alternating with full attention's):
 /// <tag>_s (median seconds), <tag>_speedup (median per-pair ratio), _speedup_min, _speedup_max.
 inline void set_paired_counters(benchmark::State& state, const std::string& tag, const std::vector<double>& seconds,
                                 const std::vector<double>& speedups) {
-  const auto [lo, hi] = std::minmax_element(speedups.begin(), speedups.end());
   state.counters[tag + "_s"] = median(seconds);
-  state.counters[tag + "_speedup"] = median(speedups);
-  state.counters[tag + "_speedup_min"] = *lo;
-  state.counters[tag + "_speedup_max"] = *hi;
+  set_ratio_counters(state, tag + "_speedup", speedups);
 }
 
 /// The n range of the run (attnkit_bench's --attnkit_min_n and --attnkit_max_n), set by main

@@ -42,14 +42,6 @@ namespace detail {
 /// 1 and `threads` (once when they are equal): the thread counts of the peak rows.
 inline std::vector<int> peak_teams(int threads) { return threads == 1 ? std::vector<int>{1} : std::vector<int>{1, threads}; }
 
-/// Median, min and max of a ratio as counters <tag>, <tag>_min, <tag>_max.
-inline void set_ratio_counters(benchmark::State& state, const std::string& tag, const std::vector<double>& ratios) {
-  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
-  state.counters[tag] = median(ratios);
-  state.counters[tag + "_min"] = *lo;
-  state.counters[tag + "_max"] = *hi;
-}
-
 /// "m% [lo, hi]" or "m x [lo, hi]" of a ratio's counters.
 inline std::string ratio_text(double value, double lo, double hi, double scale, int digits, const std::string& unit) {
   return fixed(scale * value, digits) + unit + " [" + fixed(scale * lo, digits) + ", " + fixed(scale * hi, digits) + "]";
@@ -84,7 +76,7 @@ inline void register_peak_paired(Registry& registry, int threads) {
           }
           state.SetIterationTime(median(call_times));
         }
-        detail::set_ratio_counters(state, "peak_fraction", fractions);
+        set_ratio_counters(state, "peak_fraction", fractions);
         state.counters["gflops"] = median(gflops);
         state.counters["probe_gflops"] = median(probe_gflops);
         state.counters["pairs"] = static_cast<double>(fractions.size());
@@ -131,7 +123,7 @@ inline void register_dense_ratios(Registry& registry, int threads) {
       }
       state.SetIterationTime(median(full_times));
     }
-    for (const auto& [tag, values] : ratios) detail::set_ratio_counters(state, tag, values);
+    for (const auto& [tag, values] : ratios) set_ratio_counters(state, tag, values);
     state.counters["pairs"] = static_cast<double>(full_times.size());
   });
   if (family == nullptr) return;

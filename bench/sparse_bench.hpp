@@ -58,12 +58,7 @@ inline void register_sparse_paired(Registry& registry, int threads) {
     state.counters["pairs"] = static_cast<double>(full_times.size());
     state.counters["full_s"] = median(full_times);
     state.counters["dilated_over_window"] = median(dilated_over_window);
-    for (const auto& [kind, values] : efficiencies) {
-      const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
-      state.counters[kind + "_efficiency"] = median(values);
-      state.counters[kind + "_efficiency_min"] = *lo;
-      state.counters[kind + "_efficiency_max"] = *hi;
-    }
+    for (const auto& [kind, values] : efficiencies) set_ratio_counters(state, kind + "_efficiency", values);
   });
   if (family == nullptr) return;
   family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);

@@ -10,18 +10,10 @@
 
 #include "attnkit/detail/aligned_buffer.hpp"
 #include "attnkit/simd/score_tile.hpp"
+#include "simd/multiply_add.hpp"
 
 namespace attnkit::testing {
 namespace {
-
-template <class T>
-T multiply_add(T a, T b, T c) {
-#if defined(__FMA__)
-  return std::fma(a, b, c);
-#else
-  return a * b + c;  // simd::fma without FMA instructions: two roundings
-#endif
-}
 
 template <class T>
 void expect_scores(index_t rows, index_t cols, index_t head_dim) {

@@ -12,18 +12,10 @@
 
 #include "attnkit/detail/aligned_buffer.hpp"
 #include "attnkit/simd/value_accumulate.hpp"
+#include "simd/multiply_add.hpp"
 
 namespace attnkit::testing {
 namespace {
-
-template <class T>
-T multiply_add(T a, T b, T c) {
-#if defined(__FMA__)
-  return std::fma(a, b, c);
-#else
-  return a * b + c;  // simd::fma without FMA instructions: two roundings
-#endif
-}
 
 /// rows x (value_vectors whole vectors) of O after one accumulate_values call, against the
 /// chain; the columns of O past value_vectors must stay untouched. weights_zero_every: every
