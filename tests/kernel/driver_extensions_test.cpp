@@ -2,7 +2,7 @@
 // add a finite score bias (BiasedPlan) and that take their results themselves (SinkingPlan,
 // then kernel::merge_partial), exercised by a plan written here: R repeated rounds of full
 // attention with a self penalty, merged by log-sum-exp, against sums written from SPEC.md
-// section 0.
+// section 0. Also the driver's choice of computing a query tile by a RowSplittingPlan's runs.
 
 #include <gtest/gtest.h>
 
@@ -190,6 +190,33 @@ TEST(DriverExtensions, BitwiseIdenticalAcrossThreadCounts) {
   run_rounds<float>(3, p, two, lse_two, 2);
   EXPECT_EQ(one.data, two.data);
   EXPECT_EQ(lse_one.data, lse_two.data);
+}
+
+TEST(DriverExtensions, TileRunsAreTakenWhenTheyAreLessWork) {
+  const AttentionShape s{1, 1, 1, 1000, 1000, 16, 16};
+  const TileShape tiles{32, 256};
+  // Longformer: the global row alone (4 padded rows over 1000 keys) and 31 rows over a band,
+  // instead of 32 rows over every key.
+  const auto longformer = Union{SlidingWindow::symmetric(8), Global({0})}.plan(s, tiles);
+  EXPECT_TRUE(kernel::detail::tile_work(longformer, 0, 0, 32).by_runs);
+  EXPECT_LT(kernel::detail::tile_work(longformer, 0, 0, 32).work, kernel::detail::estimated_work(longformer, 0, 0, 32));
+  EXPECT_FALSE(kernel::detail::tile_work(longformer, 0, 32, 64).by_runs) << "no global row, one run";
+  // Rows alternating global and not: 32 one-row runs, each padded to a row block, would
+  // double the work of the global rows.
+  std::vector<index_t> even;
+  for (index_t i = 0; i < 32; i += 2) even.push_back(i);
+  const auto alternating = Global(even).plan(s, tiles);
+  EXPECT_FALSE(kernel::detail::tile_work(alternating, 0, 0, 32).by_runs);
+}
+
+TEST(DriverExtensions, TileRunsGiveTheSameResultForAnyThreadCount) {
+  const AttentionShape s{1, 4, 2, 900, 900, 64, 64};
+  const auto p = testing::make_problem<float>(s, InputSet::kNormal, 52);
+  const Union longformer{Dilated::symmetric(30, {1, 2, 3, 1}), Global({0, 3, 64, 500})};
+  Tensor<float> one(1, 4, 900, 64, Layout::kBHLD), two = one;
+  attention(longformer, p.q.cview(), p.k.cview(), p.v.cview(), one.view, Options{.threads = 1});
+  attention(longformer, p.q.cview(), p.k.cview(), p.v.cview(), two.view, Options{.threads = 2});
+  EXPECT_EQ(one.data, two.data);
 }
 
 TEST(MergePartial, CombinesByLogSumExpAndSkipsEmptyParts) {

@@ -39,6 +39,24 @@ TEST(GlobalPlan, AgreesWithPredicateOverRandomSets) {
   }
 }
 
+TEST(GlobalPlan, RowRunsSeparateGlobalRows) {
+  const AttentionShape shape{1, 1, 1, 100, 100, 4, 4};
+  const auto runs_of = [&](const auto& plan, index_t q_begin, index_t q_end) {
+    std::vector<KeyRange> runs;
+    plan.for_each_row_run(0, q_begin, q_end, [&](const KeyRange& run) { runs.push_back(run); });
+    return runs;
+  };
+  const auto plan = Global({0, 1, 5, 31, 32, 40}).plan(shape, TileShape{32, 64});
+  EXPECT_EQ(runs_of(plan, 0, 32), (std::vector<KeyRange>{{0, 2}, {2, 5}, {5, 6}, {6, 31}, {31, 32}}));
+  EXPECT_EQ(runs_of(plan, 32, 64), (std::vector<KeyRange>{{32, 33}, {33, 40}, {40, 41}, {41, 64}}));
+  EXPECT_EQ(runs_of(plan, 64, 96), (std::vector<KeyRange>{{64, 96}}));
+  // A union cuts wherever either operand does; the window does not cut.
+  const auto windowed = Union{SlidingWindow::symmetric(3), Global({5})}.plan(shape, TileShape{32, 64});
+  EXPECT_EQ(runs_of(windowed, 0, 32), (std::vector<KeyRange>{{0, 5}, {5, 6}, {6, 32}}));
+  const auto two = Union{Global({3}), Global({3, 4, 7})}.plan(shape, TileShape{32, 64});
+  EXPECT_EQ(runs_of(two, 0, 32), (std::vector<KeyRange>{{0, 3}, {3, 4}, {4, 5}, {5, 7}, {7, 8}, {8, 32}}));
+}
+
 TEST(GlobalCost, AttendedPairsCountTheMask) {
   for (index_t n : {1, 7, 100}) {
     const Global pattern(random_tokens(n, 5, static_cast<std::uint64_t>(n)));

@@ -135,8 +135,9 @@ void expect_plan_matches_mask(const P& pattern, const AttentionShape& shape, con
       }
     }
 
-    for (index_t q_begin = 0; q_begin < shape.q_len; q_begin += tiles.query_rows) {
-      const index_t q_end = std::min(q_begin + tiles.query_rows, shape.q_len);
+    // The plan's key tiles of query positions [q_begin, q_end) against the mask.
+    const auto check_rows = [&](index_t q_begin, index_t q_end) {
+      SCOPED_TRACE(::testing::Message() << "head " << h << " query positions [" << q_begin << ", " << q_end << ")");
       std::vector<KeyTile> visited;
       plan.for_each_key_tile(h, q_begin, q_end, [&](const KeyTile& tile) { visited.push_back(tile); });
       std::set<index_t> keys;
@@ -172,6 +173,23 @@ void expect_plan_matches_mask(const P& pattern, const AttentionShape& shape, con
           if (mask.multiplicity(h, query_row(h, p), key_row(h, c)) > 0) {
             ASSERT_TRUE(keys.count(c)) << "pair at positions " << p << "," << c << " not visited";
           }
+    };
+    for (index_t q_begin = 0; q_begin < shape.q_len; q_begin += tiles.query_rows) {
+      const index_t q_end = std::min(q_begin + tiles.query_rows, shape.q_len);
+      check_rows(q_begin, q_end);
+      // A RowSplittingPlan's runs partition the tile, in order, and plan correctly alone.
+      std::vector<KeyRange> runs;
+      attnkit::for_each_row_run(plan, h, q_begin, q_end, [&](const KeyRange& run) { runs.push_back(run); });
+      ASSERT_FALSE(runs.empty());
+      ASSERT_EQ(runs.front().begin, q_begin);
+      ASSERT_EQ(runs.back().end, q_end);
+      for (std::size_t r = 0; r < runs.size(); ++r) {
+        ASSERT_LT(runs[r].begin, runs[r].end) << "empty run";
+        if (r > 0) {
+          ASSERT_EQ(runs[r].begin, runs[r - 1].end) << "runs do not partition the tile";
+        }
+        if (runs.size() > 1) check_rows(runs[r].begin, runs[r].end);
+      }
     }
   }
 }

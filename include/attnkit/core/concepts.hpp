@@ -48,7 +48,8 @@ concept CountingMask = AttentionMask<M> &&
 /// What the tiled online-softmax driver executes. A plan works in its own row coordinates:
 /// query positions [0, Lq) and key positions [0, Lk), which are the rows themselves unless
 /// the plan is a ReorderingPlan. For the query positions [q_begin, q_end) of query head
-/// `head` (q_begin a multiple of TileShape::query_rows), for_each_key_tile calls
+/// `head` (q_begin a multiple of TileShape::query_rows, or the start of a run the plan
+/// reported as a RowSplittingPlan), for_each_key_tile calls
 /// visit(KeyTile) once per key range to process, in increasing key order, each inside one
 /// aligned run of TileShape::key_rows keys; a range with needs_mask == false is attended by
 /// every query of the range. For a tile that needs a mask, exclude(head, position, tile,
@@ -76,6 +77,18 @@ concept ReorderingPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t
   { plan.query_row(head, position) } -> std::same_as<index_t>;
   { plan.key_row(head, position) } -> std::same_as<index_t>;
   { plan.key_order(head) } -> std::same_as<index_t>;
+};
+
+/// A KeyTilePlan whose query tiles may mix rows of very different reach (Longformer's global
+/// rows, which attend every key, next to rows attending a band): for_each_row_run(head,
+/// q_begin, q_end, f) calls f(KeyRange) for consecutive runs, in order, that partition the
+/// tile's positions [q_begin, q_end) into rows of like reach. The driver computes the runs as
+/// query tiles of their own when its estimate of the work (padded rows times keys) says that
+/// is cheaper, so a band's rows no longer carry a global row's keys.
+template <class Plan>
+concept RowSplittingPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t head, index_t q_begin,
+                                                         index_t q_end, detail::KeyRangeVisitorArchetype f) {
+  plan.for_each_row_run(head, q_begin, q_end, f);
 };
 
 /// A plan that runs itself on the call (Linformer: project K and V, then the tiled driver on

@@ -56,6 +56,16 @@ index_t key_positions(const Plan& plan, const AttentionShape& shape) {
     return shape.kv_len;
   }
 }
+/// Calls f(KeyRange) for the runs of query positions [q_begin, q_end) of head h that a
+/// RowSplittingPlan reports, or once for the whole range.
+template <KeyTilePlan Plan, class F>
+void for_each_row_run(const Plan& plan, index_t h, index_t q_begin, index_t q_end, F&& f) {
+  if constexpr (RowSplittingPlan<Plan>) {
+    plan.for_each_row_run(h, q_begin, q_end, f);
+  } else {
+    f(KeyRange{q_begin, q_end});
+  }
+}
 /// Heads with equal ids share packed K/V.
 template <KeyTilePlan Plan>
 index_t key_order(const Plan& plan, index_t h) {

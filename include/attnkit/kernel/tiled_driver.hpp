@@ -60,31 +60,52 @@ HeadsByKeyOrder heads_by_key_order(const Plan& plan, index_t kv_head, index_t gr
   return grouped;
 }
 
-/// Relative work of the query tile at positions [q_begin, q_end) of head h: the keys of its
-/// key tiles plus a fixed overhead per tile (softmax bookkeeping of a short tile).
+/// Relative work of the query positions [q_begin, q_end) of head h computed as one query
+/// tile: its rows padded to the micro-kernels' row blocks, times the keys of its key tiles
+/// plus a fixed overhead per tile (softmax bookkeeping of a short tile).
 template <KeyTilePlan Plan>
 double estimated_work(const Plan& plan, index_t h, index_t q_begin, index_t q_end) {
   constexpr double kTileOverheadKeys = 16;
   double keys = 0;
   plan.for_each_key_tile(h, q_begin, q_end,
                          [&](const KeyTile& tile) { keys += static_cast<double>(tile.end - tile.begin) + kTileOverheadKeys; });
-  return keys;
+  const index_t rows = attnkit::detail::round_up(q_end - q_begin, std::max(simd::kScoreRowBlock, simd::kValueRowBlock));
+  return static_cast<double>(rows) * keys;
+}
+
+/// How the driver computes one query tile: whole, or as the runs of a RowSplittingPlan when
+/// their estimated work is smaller (a global row alone: 4 padded rows over every key instead
+/// of the tile's 32), and the estimate of the way chosen.
+struct TileWork {
+  double work;
+  bool by_runs;
+};
+template <KeyTilePlan Plan>
+TileWork tile_work(const Plan& plan, index_t h, index_t q_begin, index_t q_end) {
+  const double whole = estimated_work(plan, h, q_begin, q_end);
+  double by_runs = 0;
+  int runs = 0;
+  attnkit::for_each_row_run(plan, h, q_begin, q_end, [&](const KeyRange& run) {
+    by_runs += estimated_work(plan, h, run.begin, run.end);
+    ++runs;
+  });
+  return runs > 1 && by_runs < whole ? TileWork{by_runs, true} : TileWork{whole, false};
 }
 
 /// The items (heads[s] * query_tiles + t) of heads[0 .. head_count), heaviest first by
-/// `work` (indexed the same way) in steps of a quarter octave, and within a step in
+/// `tiles[item].work` in steps of a quarter octave, and within a step in
 /// decreasing item order: the heavy tiles (a global row's, a causal tile near the end) start
 /// early instead of keeping the team at the barrier, while tiles of similar work stay next
 /// to their neighbours (see Team::for_each_dynamic).
 inline std::vector<index_t> heaviest_first(const index_t* heads, index_t head_count, index_t query_tiles,
-                                           const std::vector<double>& work) {
+                                           const std::vector<TileWork>& tiles) {
   std::vector<index_t> items;
   items.reserve(static_cast<std::size_t>(head_count * query_tiles));
   for (index_t s = 0; s < head_count; ++s)
     for (index_t t = 0; t < query_tiles; ++t) items.push_back(heads[s] * query_tiles + t);
-  std::vector<int> step(work.size());
+  std::vector<int> step(tiles.size());
   for (index_t item : items) {
-    step[static_cast<std::size_t>(item)] = static_cast<int>(4 * std::log2(1 + work[static_cast<std::size_t>(item)]));
+    step[static_cast<std::size_t>(item)] = static_cast<int>(4 * std::log2(1 + tiles[static_cast<std::size_t>(item)].work));
   }
   std::sort(items.begin(), items.end(), [&](index_t x, index_t y) {
     const int sx = step[static_cast<std::size_t>(x)], sy = step[static_cast<std::size_t>(y)];
@@ -224,7 +245,8 @@ void process_query_tile(const AttentionCall<T>& call, const Plan& plan, const Ti
 /// Construct it on one thread (it takes the K/V panels from that thread's scratch, so two
 /// passes alive at once must be built on different threads), then every member of the team
 /// calls run(team): first the threads estimate the work of
-/// every (query head, query tile) from the plan (static split); then for each
+/// every (query head, query tile) from the plan, whole or by the plan's row runs
+/// (RowSplittingPlan), whichever is less (static split); then for each
 /// (batch, kv head) and each distinct key order of its query heads (one unless the plan
 /// reorders rows) they pack its K/V panels in that order (static split over key tiles) and
 /// take its (query head, query tile) items dynamically, heaviest first. Every output row is
@@ -232,7 +254,7 @@ void process_query_tile(const AttentionCall<T>& call, const Plan& plan, const Ti
 /// thread count. Executable plans run a pass on derived inputs inside their own region
 /// (Linformer: after the team has projected K and V).
 /// Extra memory: one group's panels, (Lk rounded up) x (D + Dv rounded up) elements, plus per
-/// thread O(query_rows x (key_rows + D + Dv)), plus one double per (query head, query tile).
+/// thread O(query_rows x (key_rows + D + Dv)), plus one TileWork per (query head, query tile).
 /// The call's views and the plan must outlive the pass.
 template <class T, KeyTilePlan Plan>
 class TiledPass {
@@ -242,9 +264,13 @@ class TiledPass {
         plan_(plan),
         tiles_(tiles),
         query_positions_(attnkit::query_positions(plan, call.shape)),
-        // V is read in place unless the plan reorders keys or V rows need padding to whole vectors.
+        // V is read in place when its rows are the keys in order (no reordering plan), whole
+        // vectors (nothing to pad) and adjacent in memory. Rows a head stride apart (BLHD:
+        // H Dv elements, 2 KiB for H = 8, Dv = 64 in float) made full attention 1.35x slower
+        // than packed rows, paired, on a Xeon with AVX-512 (docs/architecture.md).
         panels_(call.shape, tiles, call.v,
-                !ReorderingPlan<Plan> && call.shape.value_dim % static_cast<index_t>(simd::kWidth<T>) == 0,
+                !ReorderingPlan<Plan> && call.shape.value_dim % static_cast<index_t>(simd::kWidth<T>) == 0 &&
+                    call.v.stride(kSeq) == call.shape.value_dim,
                 attnkit::key_positions(plan, call.shape)),
         query_tiles_(attnkit::detail::ceil_div(query_positions_, tiles.query_rows)),
         tile_work_(static_cast<std::size_t>(call.shape.q_heads * query_tiles_)) {}
@@ -255,8 +281,7 @@ class TiledPass {
     QueryTileWorkspace<T> work(shape, tiles_, panels_.value_stride());
     team.for_each_static(shape.q_heads * query_tiles_, [&](index_t item) {
       const KeyRange rows = query_range(item);
-      tile_work_[static_cast<std::size_t>(item)] =
-          detail::estimated_work(plan_, item / query_tiles_, rows.begin, rows.end);
+      tile_work_[static_cast<std::size_t>(item)] = detail::tile_work(plan_, item / query_tiles_, rows.begin, rows.end);
     });
     for (index_t group = 0; group < shape.batch * shape.kv_heads; ++group) {
       const index_t b = group / shape.kv_heads;
@@ -276,9 +301,16 @@ class TiledPass {
         });
         const std::vector<index_t> items = detail::heaviest_first(heads, head_count, query_tiles_, tile_work_);
         team.for_each_dynamic(static_cast<index_t>(items.size()), [&](index_t e) {
-          const index_t item = items[static_cast<std::size_t>(e)];
+          const index_t item = items[static_cast<std::size_t>(e)], h = item / query_tiles_;
           const KeyRange rows = query_range(item);
-          process_query_tile(call_, plan_, tiles_, panels_, work, b, item / query_tiles_, rows.begin, rows.end);
+          const auto process = [&](const KeyRange& run) {
+            process_query_tile(call_, plan_, tiles_, panels_, work, b, h, run.begin, run.end);
+          };
+          if (tile_work_[static_cast<std::size_t>(item)].by_runs) {
+            attnkit::for_each_row_run(plan_, h, rows.begin, rows.end, process);
+          } else {
+            process(rows);
+          }
         });
       }
     }
@@ -297,7 +329,7 @@ class TiledPass {
   index_t query_positions_;
   KeyValuePanels<T> panels_;
   index_t query_tiles_;
-  std::vector<double> tile_work_;
+  std::vector<detail::TileWork> tile_work_;  // per (query head, query tile)
 };
 
 /// Runs a KeyTilePlan over the whole call in one parallel region (see TiledPass).

@@ -104,6 +104,22 @@ class Global {
       }
       tiles.finish();
     }
+    /// Runs of [q_begin, q_end) that are all global rows or all other rows: a global row
+    /// attends every key, the others only the global keys (and, in a union, their band).
+    template <class F>
+    void for_each_row_run(index_t head, index_t q_begin, index_t q_end, F&& f) const {
+      const auto& rows = query_positions(head);
+      index_t begin = q_begin;  // start of the run not yet reported
+      for (auto it = std::lower_bound(rows.begin(), rows.end(), q_begin); it != rows.end() && *it < q_end;) {
+        auto last = it;  // [*it, *last] consecutive global positions
+        while (last + 1 != rows.end() && *(last + 1) == *last + 1 && *(last + 1) < q_end) ++last;
+        if (begin < *it) f(KeyRange{begin, *it});
+        f(KeyRange{*it, *last + 1});
+        begin = *last + 1;
+        it = last + 1;
+      }
+      if (begin < q_end) f(KeyRange{begin, q_end});
+    }
     template <class T>
     void exclude(index_t head, index_t position, const KeyTile& tile, T* scores) const {
       if (is_listed(query_positions(head), position)) return;

@@ -10,6 +10,7 @@
 #include "attnkit/core/cost.hpp"
 #include "attnkit/core/errors.hpp"
 #include "attnkit/core/index.hpp"
+#include "attnkit/core/plan_call.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/pattern/plan_pair.hpp"
 
@@ -59,6 +60,12 @@ class PerHead {
     template <class Visit>
     void for_each_key_tile(index_t head, index_t q_begin, index_t q_end, Visit&& visit) const {
       std::visit([&](const auto& plan) { plan.for_each_key_tile(head, q_begin, q_end, visit); }, of(head));
+    }
+    template <class F>
+    void for_each_row_run(index_t head, index_t q_begin, index_t q_end, F&& f) const
+      requires(RowSplittingPlan<detail::plan_type<Ps>> || ...)
+    {
+      std::visit([&](const auto& plan) { attnkit::for_each_row_run(plan, head, q_begin, q_end, f); }, of(head));
     }
     template <class T>
     void exclude(index_t head, index_t position, const KeyTile& tile, T* scores) const {

@@ -2,11 +2,14 @@
 // What the pattern combinators (Union, Intersection) share: planning two operands in one row
 // order and forwarding that order.
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/cost.hpp"
 #include "attnkit/core/index.hpp"
+#include "attnkit/core/plan_call.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/pattern/row_order.hpp"
 
@@ -91,6 +94,23 @@ class PlanPair {
     requires ReorderingPlan<FirstPlan>
   {
     return first_.key_order(head);
+  }
+  /// The runs of both operands, cut wherever either one cuts.
+  template <class F>
+  void for_each_row_run(index_t head, index_t q_begin, index_t q_end, F&& f) const
+    requires RowSplittingPlan<FirstPlan> || RowSplittingPlan<SecondPlan>
+  {
+    std::vector<index_t> ends;
+    const auto collect = [&](const KeyRange& run) { ends.push_back(run.end); };
+    attnkit::for_each_row_run(first_, head, q_begin, q_end, collect);
+    attnkit::for_each_row_run(second_, head, q_begin, q_end, collect);
+    std::sort(ends.begin(), ends.end());
+    ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+    index_t begin = q_begin;
+    for (index_t end : ends) {
+      f(KeyRange{begin, end});
+      begin = end;
+    }
   }
   index_t query_position(index_t head, index_t row) const
     requires RowOrder<FirstPlan>
