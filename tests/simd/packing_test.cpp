@@ -36,18 +36,29 @@ TEST(TransposeRows, MatchesElementwiseDefinition) {
     }
 }
 
-TEST(AllFinite, DetectsNanAndInfAnywhere) {
-  for (index_t n : {1, 5, 16, 37}) {
-    std::vector<float> x(static_cast<std::size_t>(n), 1.5f);
+template <class T>
+void expect_finiteness_found_anywhere() {
+  constexpr T kBad[] = {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
+                        -std::numeric_limits<T>::infinity()};
+  for (index_t n : {1, 5, 8, 16, 37, 300}) {
+    std::vector<T> x(static_cast<std::size_t>(n), T(1.5));
     EXPECT_TRUE(simd::all_finite(x.data(), n));
-    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    x.front() = std::numeric_limits<T>::max();  // x - x is still 0
+    x.back() = std::numeric_limits<T>::lowest();
+    EXPECT_TRUE(simd::all_finite(x.data(), n));
+    for (T bad : kBad) {
       for (index_t at = 0; at < n; ++at) {
-        std::vector<float> y = x;
+        std::vector<T> y = x;
         y[static_cast<std::size_t>(at)] = bad;
-        EXPECT_FALSE(simd::all_finite(y.data(), n)) << "n " << n << " at " << at;
+        EXPECT_FALSE(simd::all_finite(y.data(), n)) << "n " << n << " at " << at << " value " << bad;
       }
     }
   }
+}
+
+TEST(AllFinite, DetectsNanAndInfAnywhere) {
+  expect_finiteness_found_anywhere<float>();
+  expect_finiteness_found_anywhere<double>();
 }
 
 TEST(CopyPaddedRow, CopiesPadsWithZerosAndDetectsNanAndInfAnywhere) {
