@@ -167,11 +167,14 @@ void expect_plan_matches_mask(const P& pattern, const AttentionShape& shape, con
           EXPECT_TRUE(any_pair) << "tile [" << tile.begin << "," << tile.end << ") attends nothing";
         }
       }
-      // Every attended pair lies in a visited tile.
+      // Every attended pair lies in a visited tile, and in the query's reach when the plan
+      // bounds it (ReachBoundedPlan).
       for (index_t p = q_begin; p < q_end; ++p)
         for (index_t c = 0; c < shape.kv_len; ++c)
           if (mask.multiplicity(h, query_row(h, p), key_row(h, c)) > 0) {
             ASSERT_TRUE(keys.count(c)) << "pair at positions " << p << "," << c << " not visited";
+            ASSERT_TRUE(attnkit::detail::may_reach(plan, h, p, KeyTile{c, c + 1, true}))
+                << "pair at positions " << p << "," << c << " outside the query's key_reach";
           }
     };
     for (index_t q_begin = 0; q_begin < shape.q_len; q_begin += tiles.query_rows) {

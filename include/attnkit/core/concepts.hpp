@@ -91,6 +91,15 @@ concept RowSplittingPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index
   plan.for_each_row_run(head, q_begin, q_end, f);
 };
 
+/// A KeyTilePlan that bounds each query's keys: key_reach(head, position) is a KeyRange
+/// holding every key position the query attends (Global: all keys for a global row, else the
+/// span of the global keys). Union skips an operand's exclude, and the copy of the row it
+/// needs, on tiles outside that operand's reach.
+template <class Plan>
+concept ReachBoundedPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t head, index_t position) {
+  { plan.key_reach(head, position) } -> std::same_as<KeyRange>;
+};
+
 /// A plan that runs itself on the call (Linformer: project K and V, then the tiled driver on
 /// the projections; later LSH's sorted occurrences and FFT-RPE's executor). execute(call)
 /// writes out (and lse) for the call it was planned for; it may open the call's one parallel

@@ -120,6 +120,12 @@ class Global {
       }
       if (begin < q_end) f(KeyRange{begin, q_end});
     }
+    /// Every key for a global row, else the span of the global keys (ReachBoundedPlan).
+    KeyRange key_reach(index_t head, index_t position) const {
+      if (is_listed(query_positions(head), position)) return KeyRange{0, kv_len_};
+      const auto& keys = key_positions(head);
+      return keys.empty() ? KeyRange{} : KeyRange{keys.front(), keys.back() + 1};
+    }
     template <class T>
     void exclude(index_t head, index_t position, const KeyTile& tile, T* scores) const {
       if (is_listed(query_positions(head), position)) return;

@@ -64,6 +64,18 @@ Plan plan_operands(const First& first, const Second& second, const AttentionShap
   return Plan(std::move(first_plan), std::move(second_plan), tiles.key_rows);
 }
 
+/// Whether query `position` may attend a key of `tile` as far as the plan tells: false only
+/// for a ReachBoundedPlan whose reach misses the tile.
+template <KeyTilePlan Plan>
+bool may_reach(const Plan& plan, index_t head, index_t position, const KeyTile& tile) {
+  if constexpr (ReachBoundedPlan<Plan>) {
+    const KeyRange reach = plan.key_reach(head, position);
+    return std::max(reach.begin, tile.begin) < std::min(reach.end, tile.end);
+  } else {
+    return true;
+  }
+}
+
 /// Two plans in the first one's coordinates; a ReorderingPlan and RowOrder exactly when the
 /// first is.
 template <class FirstPlan, class SecondPlan>

@@ -75,7 +75,9 @@ struct Union {
 
   /// Per query tile the two operands' key tiles merged by aligned run (detail::KeyTileBuilder);
   /// a merged tile runs unmasked when unmasked tiles of either operand cover it. Masking runs
-  /// both operands' exclude on copies of the row and keeps a score either one keeps.
+  /// both operands' exclude on copies of the row and keeps a score either one keeps, or only
+  /// one operand's when the tile lies outside the other's reach (ReachBoundedPlan:
+  /// Longformer's band tiles, which hold no global key).
   class Plan : public detail::PlanPair<typename Types::FirstPlan, typename Types::SecondPlan> {
     using Base = detail::PlanPair<typename Types::FirstPlan, typename Types::SecondPlan>;
 
@@ -96,6 +98,14 @@ struct Union {
     }
     template <class T>
     void exclude(index_t head, index_t position, const KeyTile& tile, T* scores) const {
+      if (!detail::may_reach(this->second_, head, position, tile)) {
+        this->first_.exclude(head, position, tile, scores);
+        return;
+      }
+      if (!detail::may_reach(this->first_, head, position, tile)) {
+        this->second_.exclude(head, position, tile, scores);
+        return;
+      }
       const index_t keys = tile.end - tile.begin;
       T* second_scores = detail::thread_scratch<Plan, T>(keys);
       std::copy(scores, scores + keys, second_scores);
