@@ -80,16 +80,18 @@ struct TileWork {
   double work;
   bool by_runs;
 };
+/// The whole tile is estimated a second time only when the plan cuts it into several runs.
 template <KeyTilePlan Plan>
 TileWork tile_work(const Plan& plan, index_t h, index_t q_begin, index_t q_end) {
-  const double whole = estimated_work(plan, h, q_begin, q_end);
   double by_runs = 0;
   int runs = 0;
   attnkit::for_each_row_run(plan, h, q_begin, q_end, [&](const KeyRange& run) {
     by_runs += estimated_work(plan, h, run.begin, run.end);
     ++runs;
   });
-  return runs > 1 && by_runs < whole ? TileWork{by_runs, true} : TileWork{whole, false};
+  if (runs == 1) return TileWork{by_runs, false};  // the run is the tile
+  const double whole = estimated_work(plan, h, q_begin, q_end);
+  return by_runs < whole ? TileWork{by_runs, true} : TileWork{whole, false};
 }
 
 /// The items (heads[s] * query_tiles + t) of heads[0 .. head_count), heaviest first by
