@@ -29,6 +29,9 @@
 #include "bench_patterns.hpp"
 #include "bench_support.hpp"
 #include "dense_paired_bench.hpp"
+#if ATTNKIT_BENCH_DISPATCH
+#include "dispatch_bench.hpp"
+#endif
 #include "kernelized_rpe_bench.hpp"
 #include "kinds_report.hpp"
 #include "linformer_bench.hpp"
@@ -224,6 +227,16 @@ int main(int argc, char** argv) try {
   registry.add_section([=](std::ostream& out, const attnkit::bench::ReportData& data) {
     attnkit::bench::write_peak_section(out, data, all_threads);
   });
+#if ATTNKIT_BENCH_DISPATCH
+  // Runtime dispatch (issue 14): attnkit::dispatch's targets against this build, paired.
+  attnkit::bench::register_dispatch_paired(registry, all_threads);
+  registry.add_target_rows([=](std::ostream& out, const attnkit::bench::ReportData& data) {
+    attnkit::bench::write_dispatch_targets(out, data, all_threads);
+  });
+  registry.add_section([=](std::ostream& out, const attnkit::bench::ReportData& data) {
+    attnkit::bench::write_dispatch_section(out, data, all_threads);
+  });
+#endif
   for (const bool causal : {false, true}) {
     register_attnkit(registry, causal, 64, all_threads, dense_max_n);
     register_attnkit(registry, causal, 64, 1, small_max_n);

@@ -1,6 +1,10 @@
 // A downstream program: one attention call through the installed or embedded attnkit, checked
-// against the reference. Exit code 0 when they agree.
+// against the reference (and, when the package holds it, the same call through
+// attnkit::dispatch). Exit code 0 when they agree.
 #include <attnkit/attnkit.hpp>
+#if ATTNKIT_CONSUMER_DISPATCH
+#include <attnkit/dispatch.hpp>
+#endif
 
 #include <cmath>
 #include <cstdio>
@@ -20,5 +24,12 @@ int main() {
   float worst = 0;
   for (std::size_t i = 0; i < out.size(); ++i) worst = std::fmax(worst, std::fabs(out[i] - ref[i]));
   std::printf("consumer: max |attnkit - reference| = %g\n", static_cast<double>(worst));
+#if ATTNKIT_CONSUMER_DISPATCH
+  out.assign(out.size(), 1e30f);  // so that a call writing nothing fails
+  attnkit::dispatch::attention(attnkit::Full{.causal = true}, view(q), view(k), view(v), view(out));
+  for (std::size_t i = 0; i < out.size(); ++i) worst = std::fmax(worst, std::fabs(out[i] - ref[i]));
+  std::printf("consumer: attnkit::dispatch (%s) too: max |difference| = %g\n",
+              attnkit::simd_target_name(attnkit::dispatch::simd_target()).data(), static_cast<double>(worst));
+#endif
   return worst < 1e-4f ? 0 : 1;
 }

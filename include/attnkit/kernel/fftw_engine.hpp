@@ -73,6 +73,15 @@ struct FftwApi<double> {
 /// of the same alignment is). Calls in one process share the plans, so results do not depend
 /// on the thread count; another process may time its way to other plans and differ in the
 /// last bits.
+/// The process's one lock around FFTW's planner. Each FftwEngine<T> keeps its own plans, and
+/// attnkit::dispatch holds one FftwEngine per instruction set (different lane counts), but all
+/// of them plan through FFTW's single global planner: cmake/AttnkitDispatch.cmake keeps this
+/// lock's symbol shared between the targets' otherwise private copies.
+inline std::mutex& fftw_planner_lock() {
+  static std::mutex lock;
+  return lock;
+}
+
 template <class T>
 class FftwEngine {
  public:
@@ -119,7 +128,6 @@ class FftwEngine {
 
   /// The process's plans, destroyed at exit.
   struct PlanCache {
-    std::mutex lock;
     std::map<index_t, Plans> plans;
     ~PlanCache() {
       for (const auto& [length, pair] : plans) {
@@ -147,7 +155,7 @@ class FftwEngine {
 
   static Plans plans_for(index_t length) {
     static PlanCache cache;
-    const std::lock_guard<std::mutex> guard(cache.lock);
+    const std::lock_guard<std::mutex> guard(fftw_planner_lock());
     if (const auto found = cache.plans.find(length); found != cache.plans.end()) return found->second;
     Complex* scratch = FftwApi<T>::allocate(kW * length);
     const int n = static_cast<int>(length), count = static_cast<int>(kW);

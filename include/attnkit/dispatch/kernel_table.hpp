@@ -1,0 +1,59 @@
+#pragma once
+// The interface between attnkit::dispatch's front door and its per-target kernels
+// (src/dispatch/): one table of entry points per instruction set.
+
+#include <type_traits>
+#include <variant>
+
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/pattern/schedule.hpp"
+
+namespace attnkit::dispatch {
+
+namespace detail {
+
+template <class Layer>
+struct PatternPointers;
+template <class... Ps>
+struct PatternPointers<std::variant<Ps...>> {
+  using type = std::variant<const Ps*...>;
+  template <class P>
+  static constexpr bool holds = (std::is_same_v<P, Ps> || ...);
+};
+
+}  // namespace detail
+
+/// The kinds attnkit::dispatch compiles per target: the ones a Schedule layer holds (Full,
+/// SlidingWindow, Dilated, Global, BlockSparse, BigBird, Linformer, Lsh, KernelizedRpe).
+/// Combinations (Union, Intersection, PerHead) and user patterns run attnkit::attention,
+/// compiled with the caller's flags.
+template <class P>
+concept DispatchedPattern = detail::PatternPointers<Schedule::Layer>::holds<P>;
+
+/// A pointer to a pattern of one of those kinds (a pattern may be large: Linformer holds
+/// its projections, so the entry points take it by address).
+using PatternRef = detail::PatternPointers<Schedule::Layer>::type;
+
+/// attnkit::attention for one scalar type: lse nullptr for the overload without it.
+template <class T>
+using AttentionEntry = void (*)(const PatternRef& pattern, const TensorView<const T>& q, const TensorView<const T>& k,
+                                const TensorView<const T>& v, const TensorView<T>& out, const TensorView<T>* lse,
+                                const Options& options);
+
+/// One target's entry points, and the xsimd architecture its code was compiled for
+/// (simd::arch_name() in that translation unit: "avx512bw", "avx2", "sse2").
+struct KernelTable {
+  const char* arch;
+  AttentionEntry<float> attention_float;
+  AttentionEntry<double> attention_double;
+};
+
+}  // namespace attnkit::dispatch
+
+// Defined by src/dispatch/target_kernels.cpp, compiled once per target; each object keeps
+// only this symbol global (cmake/AttnkitDispatch.cmake), so the inline functions it
+// instantiates with wider instructions cannot replace another target's copies at link time.
+extern "C" const attnkit::dispatch::KernelTable* attnkit_dispatch_table_sse2();
+extern "C" const attnkit::dispatch::KernelTable* attnkit_dispatch_table_avx2();
+extern "C" const attnkit::dispatch::KernelTable* attnkit_dispatch_table_avx512();

@@ -1,0 +1,71 @@
+// attnkit::dispatch against attnkit::attention compiled in this binary, bit for bit. ctest
+// builds this file three times, with -march=x86-64, x86-64-v3 and x86-64-v4 (and the test
+// preset's other flags), so each binary's header kernels are a "-march build" of one target;
+// the dispatched kernels of that target must give the same bits, for every kind, float and
+// double, with and without the log-sum-exp, on 1 and 2 threads.
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <variant>
+
+#include "attnkit/attnkit.hpp"
+#include "attnkit/dispatch.hpp"
+#include "dispatch/dispatch_kinds.hpp"
+#include "support/test_data.hpp"
+
+namespace attnkit::testing {
+namespace {
+
+/// The target this binary's own flags build.
+constexpr SimdTarget kThisBuild =
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+    SimdTarget::kAvx512;
+#elif defined(__AVX2__) && defined(__FMA__)
+    SimdTarget::kAvx2;
+#else
+    SimdTarget::kSse2;
+#endif
+
+template <class T>
+bool same_bits(const Tensor<T>& a, const Tensor<T>& b) {
+  return a.data.size() == b.data.size() && std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(T)) == 0;
+}
+
+template <class T>
+void expect_bitwise_equal_to_this_build() {
+  if (!runs_on(kThisBuild, simd::detect_cpu_levels())) GTEST_SKIP() << "this CPU does not run " << simd_target_name(kThisBuild);
+  dispatch::set_simd_target(kThisBuild);
+  ASSERT_EQ(std::string(dispatch::kernel_table().arch), std::string(simd::arch_name()));
+  const AttentionShape s{1, 4, 4, kDispatchLength, kDispatchLength, 16, 24};
+  const Problem<T> p = make_problem<T>(s, InputSet::kNormal, 33);
+  const std::vector<Schedule::Layer> kinds = dispatch_kinds();
+  for (std::size_t kind = 0; kind < kinds.size(); ++kind) {
+    for (int threads : {1, 2}) {
+      const Options options{.threads = threads};
+      Tensor<T> mine(s.batch, s.q_heads, s.q_len, s.value_dim, Layout::kBHLD), dispatched = mine;
+      Tensor<T> my_lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD), dispatched_lse = my_lse;
+      std::visit(
+          [&](const auto& pattern) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(pattern)>, KernelizedRpe>) {
+              attention(pattern, p.q.cview(), p.q.cview(), p.v.cview(), mine.view, options);
+              dispatch::attention(pattern, p.q.cview(), p.q.cview(), p.v.cview(), dispatched.view, options);
+            } else {
+              attention(pattern, p.q.cview(), p.q.cview(), p.v.cview(), mine.view, my_lse.view, options);
+              dispatch::attention(pattern, p.q.cview(), p.q.cview(), p.v.cview(), dispatched.view, dispatched_lse.view,
+                                  options);
+            }
+          },
+          kinds[kind]);
+      EXPECT_TRUE(same_bits(mine, dispatched)) << simd_target_name(kThisBuild) << " kind " << kind << " threads " << threads;
+      EXPECT_TRUE(same_bits(my_lse, dispatched_lse)) << simd_target_name(kThisBuild) << " kind " << kind;
+    }
+  }
+}
+
+TEST(DispatchMatchesThisBuild, Float) { expect_bitwise_equal_to_this_build<float>(); }
+TEST(DispatchMatchesThisBuild, Double) { expect_bitwise_equal_to_this_build<double>(); }
+
+}  // namespace
+}  // namespace attnkit::testing

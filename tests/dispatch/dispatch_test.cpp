@@ -1,0 +1,144 @@
+// attnkit::dispatch (the compiled component): which targets the CPU runs, the override, and
+// every kind on every target the machine runs against the float64 reference.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <variant>
+
+#include "attnkit/attnkit.hpp"
+#include "attnkit/dispatch.hpp"
+#include "dispatch/dispatch_kinds.hpp"
+#include "support/accuracy.hpp"
+#include "support/test_data.hpp"
+
+namespace attnkit::testing {
+namespace {
+
+/// The xsimd architecture each target's kernels must have been compiled for.
+std::string expected_arch(SimdTarget target) {
+  switch (target) {
+    case SimdTarget::kSse2:
+      return "sse2";
+    case SimdTarget::kAvx2:
+      return "fma3+avx2";
+    case SimdTarget::kAvx512:
+      return "avx512bw";
+  }
+  return "";
+}
+
+/// Restores the target a test started with.
+class Dispatch : public ::testing::Test {
+ protected:
+  void TearDown() override { dispatch::set_simd_target(initial_); }
+  SimdTarget initial_ = dispatch::simd_target();
+};
+
+TEST_F(Dispatch, SupportedTargetsAreTheCpusLevels) {
+  const std::vector<SimdTarget> targets = dispatch::supported_simd_targets();
+  ASSERT_FALSE(targets.empty());
+  EXPECT_EQ(targets.front(), SimdTarget::kSse2);
+  for (std::size_t t = 1; t < targets.size(); ++t) EXPECT_LT(targets[t - 1], targets[t]);
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+  // GCC's own CPUID reading (libgcc), independent of simd/cpu_features.hpp.
+  __builtin_cpu_init();
+  const bool v3 = __builtin_cpu_supports("x86-64-v3") != 0, v4 = __builtin_cpu_supports("x86-64-v4") != 0;
+  EXPECT_EQ(targets.size(), std::size_t{1} + (v3 ? 1 : 0) + (v4 ? 1 : 0));
+  EXPECT_EQ(runs_on(SimdTarget::kAvx2, simd::detect_cpu_levels()), v3);
+  EXPECT_EQ(runs_on(SimdTarget::kAvx512, simd::detect_cpu_levels()), v4);
+#endif
+}
+
+TEST_F(Dispatch, EachTargetRunsCodeCompiledForIt) {
+  for (SimdTarget target : dispatch::supported_simd_targets()) {
+    dispatch::set_simd_target(target);
+    EXPECT_EQ(dispatch::simd_target(), target);
+    EXPECT_EQ(std::string(dispatch::kernel_table().arch), expected_arch(target)) << simd_target_name(target);
+  }
+}
+
+TEST_F(Dispatch, TargetsTheCpuDoesNotRunAreRefusedAndChangeNothing) {
+  const std::vector<SimdTarget> supported = dispatch::supported_simd_targets();
+  if (supported.size() == kSimdTargets.size()) GTEST_SKIP() << "this CPU runs every target";
+  const SimdTarget before = dispatch::simd_target();
+  try {
+    dispatch::set_simd_target(SimdTarget::kAvx512);
+    ADD_FAILURE() << "no exception";
+  } catch (const attnkit::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("simd target = avx512"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(dispatch::simd_target(), before);
+}
+
+TEST(SimdTargetNames, RoundTrip) {
+  for (SimdTarget target : kSimdTargets) EXPECT_EQ(parse_simd_target(simd_target_name(target)), target);
+  EXPECT_FALSE(parse_simd_target("avx").has_value());
+  EXPECT_FALSE(parse_simd_target("").has_value());
+}
+
+/// Run by ctest with and without ATTNKIT_SIMD_TARGET (tests/CMakeLists.txt): unset, the
+/// widest target the CPU runs; a target the CPU runs, that one; anything else, an
+/// attnkit::invalid_argument naming the variable and its value from every dispatched call.
+TEST(DispatchEnvironment, OverrideChoosesTheTargetOrFailsClearly) {
+  const char* forced = std::getenv("ATTNKIT_SIMD_TARGET");
+  const std::vector<SimdTarget> supported = dispatch::supported_simd_targets();
+  if (forced == nullptr || *forced == '\0') {
+    EXPECT_EQ(dispatch::simd_target(), supported.back());
+    return;
+  }
+  const std::optional<SimdTarget> named = parse_simd_target(forced);
+  if (named && runs_on(*named, simd::detect_cpu_levels())) {
+    EXPECT_EQ(dispatch::simd_target(), *named);
+    return;
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      dispatch::simd_target();
+      ADD_FAILURE() << "no exception for ATTNKIT_SIMD_TARGET=" << forced;
+    } catch (const attnkit::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("ATTNKIT_SIMD_TARGET = ") + forced), std::string::npos) << e.what();
+    }
+  }
+  const Problem<float> p = make_problem<float>({1, 1, 1, 8, 8, 4, 4}, InputSet::kNormal, 1);
+  Tensor<float> out(1, 1, 8, 4, Layout::kBHLD);
+  out.data.assign(out.data.size(), 7.0f);
+  EXPECT_THROW(dispatch::attention(Full{}, p.q.cview(), p.k.cview(), p.v.cview(), out.view), attnkit::invalid_argument);
+  for (float x : out.data) ASSERT_EQ(x, 7.0f) << "written before the error";
+}
+
+/// Every dispatched kind on every target this CPU runs (through the Schedule-layer overloads),
+/// float and double, with the lse, against reference::attention (SPEC.md section 11: float atol 2e-5 max|V| and rtol 1e-4,
+/// double 1e-12; the log-sum-exp 2e-5 / 1e-12 absolute). KernelizedRpe takes the direct path,
+/// whose positive features keep every denominator the size of its terms.
+template <class T>
+void expect_every_kind_matches_reference() {
+  const AttentionShape s{2, 4, 4, kDispatchLength, kDispatchLength, 16, 24};
+  const Problem<T> p = make_problem<T>(s, InputSet::kNormal, 21);
+  const double tight = std::is_same_v<T, float> ? 2e-5 : 1e-12, relative = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+  const std::vector<Schedule::Layer> kinds = dispatch_kinds();
+  for (SimdTarget target : dispatch::supported_simd_targets()) {
+    dispatch::set_simd_target(target);
+    for (std::size_t kind = 0; kind < kinds.size(); ++kind) {
+      Tensor<T> out(s.batch, s.q_heads, s.q_len, s.value_dim, Layout::kBHLD), ref = out;
+      Tensor<T> lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD), ref_lse = lse;
+      const bool has_lse = !std::holds_alternative<KernelizedRpe>(kinds[kind]);
+      if (has_lse) {
+        dispatch::attention(kinds[kind], p.q.cview(), p.q.cview(), p.v.cview(), out.view, lse.view);
+        reference::attention(kinds[kind], p.q.cview(), p.q.cview(), p.v.cview(), ref.view, ref_lse.view);
+        EXPECT_TRUE(all_close(lse, ref_lse, Tolerance{tight, 0})) << simd_target_name(target) << " kind " << kind;
+      } else {
+        dispatch::attention(kinds[kind], p.q.cview(), p.q.cview(), p.v.cview(), out.view);
+        reference::attention(kinds[kind], p.q.cview(), p.q.cview(), p.v.cview(), ref.view);
+      }
+      EXPECT_TRUE(all_close(out, ref, Tolerance{tight * max_abs(p.v), relative})) << simd_target_name(target) << " kind " << kind;
+    }
+  }
+}
+
+TEST_F(Dispatch, EveryKindOnEveryTargetMatchesTheReferenceFloat) { expect_every_kind_matches_reference<float>(); }
+TEST_F(Dispatch, EveryKindOnEveryTargetMatchesTheReferenceDouble) { expect_every_kind_matches_reference<double>(); }
+
+}  // namespace
+}  // namespace attnkit::testing
