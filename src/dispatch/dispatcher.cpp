@@ -3,9 +3,8 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <string>
+#include <optional>
 
-#include "attnkit/core/errors.hpp"
 #include "attnkit/dispatch.hpp"
 
 namespace attnkit::dispatch {
@@ -28,23 +27,9 @@ const simd::CpuLevels& cpu_levels() {
   return levels;
 }
 
-std::string runnable_list() {
-  std::string names;
-  for (SimdTarget target : supported_simd_targets()) names += (names.empty() ? "" : ", ") + std::string(simd_target_name(target));
-  return names;
-}
-
 SimdTarget initial_target() {
-  const char* forced = std::getenv("ATTNKIT_SIMD_TARGET");
-  if (forced != nullptr && *forced != '\0') {
-    const std::optional<SimdTarget> target = parse_simd_target(forced);
-    if (!target) attnkit::detail::reject("ATTNKIT_SIMD_TARGET", forced, "must be sse2, avx2 or avx512");
-    if (!runs_on(*target, cpu_levels())) {
-      attnkit::detail::reject("ATTNKIT_SIMD_TARGET", forced, "this CPU (or its OS) does not run it; it runs " + runnable_list());
-    }
-    return *target;
-  }
-  return supported_simd_targets().back();
+  const std::optional<SimdTarget> forced = forced_simd_target(std::getenv("ATTNKIT_SIMD_TARGET"), cpu_levels());
+  return forced ? *forced : targets_run_by(cpu_levels()).back();
 }
 
 // The target before any set_simd_target: initialised on first use (a throwing initialisation
@@ -65,19 +50,10 @@ SimdTarget simd_target() {
   return chosen == kNoTargetSet ? default_target() : static_cast<SimdTarget>(chosen);
 }
 
-std::vector<SimdTarget> supported_simd_targets() {
-  std::vector<SimdTarget> targets;
-  for (SimdTarget target : kSimdTargets) {
-    if (runs_on(target, cpu_levels())) targets.push_back(target);
-  }
-  return targets;
-}
+std::vector<SimdTarget> supported_simd_targets() { return targets_run_by(cpu_levels()); }
 
 void set_simd_target(SimdTarget target) {
-  if (!runs_on(target, cpu_levels())) {
-    attnkit::detail::reject("simd target", simd_target_name(target), "this CPU (or its OS) does not run it; it runs " + runnable_list());
-  }
-  chosen_target.store(static_cast<int>(target), std::memory_order_relaxed);
+  chosen_target.store(static_cast<int>(require_runs_on(target, cpu_levels(), "simd target")), std::memory_order_relaxed);
 }
 
 const KernelTable& kernel_table() { return table_of(simd_target()); }

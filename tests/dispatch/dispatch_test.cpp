@@ -78,6 +78,35 @@ TEST(SimdTargetNames, RoundTrip) {
   EXPECT_FALSE(parse_simd_target("").has_value());
 }
 
+/// The checks behind set_simd_target and ATTNKIT_SIMD_TARGET, on CPUs this machine may not
+/// be: SSE2 only, and AVX2 without AVX-512.
+TEST(SimdTargetChecks, RefuseWhatTheCpuDoesNotRunAndNamesWhatItRuns) {
+  const simd::CpuLevels sse2_only{}, avx2_only{.x86_64_v3 = true, .x86_64_v4 = false}, avx512{true, true};
+  EXPECT_EQ(targets_run_by(sse2_only), std::vector<SimdTarget>{SimdTarget::kSse2});
+  EXPECT_EQ(targets_run_by(avx512), std::vector<SimdTarget>(kSimdTargets.begin(), kSimdTargets.end()));
+  const auto message = [](auto&& call) {
+    try {
+      call();
+    } catch (const attnkit::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  EXPECT_EQ(require_runs_on(SimdTarget::kAvx2, avx2_only, "simd target"), SimdTarget::kAvx2);
+  EXPECT_EQ(message([&] { require_runs_on(SimdTarget::kAvx512, avx2_only, "simd target"); }),
+            "attnkit: simd target = avx512: this CPU (or its OS) does not run it; it runs sse2, avx2");
+  EXPECT_EQ(message([&] { require_runs_on(SimdTarget::kAvx2, sse2_only, "simd target"); }),
+            "attnkit: simd target = avx2: this CPU (or its OS) does not run it; it runs sse2");
+
+  EXPECT_EQ(forced_simd_target(nullptr, avx512), std::nullopt);
+  EXPECT_EQ(forced_simd_target("", avx512), std::nullopt);
+  EXPECT_EQ(forced_simd_target("avx2", avx512), SimdTarget::kAvx2);
+  EXPECT_EQ(message([&] { forced_simd_target("avx512", avx2_only); }),
+            "attnkit: ATTNKIT_SIMD_TARGET = avx512: this CPU (or its OS) does not run it; it runs sse2, avx2");
+  EXPECT_EQ(message([&] { forced_simd_target("AVX2", avx512); }),
+            "attnkit: ATTNKIT_SIMD_TARGET = AVX2: must be sse2, avx2 or avx512");
+}
+
 /// Run by ctest with and without ATTNKIT_SIMD_TARGET (tests/CMakeLists.txt): unset, the
 /// widest target the CPU runs; a target the CPU runs, that one; anything else, an
 /// attnkit::invalid_argument naming the variable and its value from every dispatched call.

@@ -4,8 +4,11 @@
 
 #include <array>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
+#include "attnkit/core/errors.hpp"
 #include "attnkit/simd/cpu_features.hpp"
 
 namespace attnkit {
@@ -53,6 +56,45 @@ constexpr bool runs_on(SimdTarget target, const simd::CpuLevels& cpu) {
       return cpu.x86_64_v4;
   }
   return false;
+}
+
+/// The targets a CPU with these levels runs, lowest first (sse2 always).
+inline std::vector<SimdTarget> targets_run_by(const simd::CpuLevels& cpu) {
+  std::vector<SimdTarget> targets;
+  for (SimdTarget target : kSimdTargets) {
+    if (runs_on(target, cpu)) targets.push_back(target);
+  }
+  return targets;
+}
+
+namespace detail {
+
+/// Throws attnkit::invalid_argument "attnkit: <argument> = <value>: this CPU (or its OS) does
+/// not run it; it runs sse2, avx2" for a CPU with these levels.
+[[noreturn]] inline void reject_unrunnable(std::string_view argument, std::string_view value, const simd::CpuLevels& cpu) {
+  std::string runnable;
+  for (SimdTarget target : targets_run_by(cpu)) runnable += (runnable.empty() ? "" : ", ") + std::string(simd_target_name(target));
+  reject(argument, value, "this CPU (or its OS) does not run it; it runs " + runnable);
+}
+
+}  // namespace detail
+
+/// `target` when a CPU with these levels runs it, else attnkit::invalid_argument naming
+/// `argument` and the target (attnkit::dispatch::set_simd_target's check).
+inline SimdTarget require_runs_on(SimdTarget target, const simd::CpuLevels& cpu, std::string_view argument) {
+  if (!runs_on(target, cpu)) detail::reject_unrunnable(argument, simd_target_name(target), cpu);
+  return target;
+}
+
+/// The target an ATTNKIT_SIMD_TARGET value asks for on a CPU with these levels: nothing when
+/// the variable is unset (nullptr) or empty; attnkit::invalid_argument naming the variable and
+/// its value when it names no target or one the CPU does not run.
+inline std::optional<SimdTarget> forced_simd_target(const char* value, const simd::CpuLevels& cpu) {
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  const std::optional<SimdTarget> target = parse_simd_target(value);
+  if (!target) detail::reject("ATTNKIT_SIMD_TARGET", value, "must be sse2, avx2 or avx512");
+  if (!runs_on(*target, cpu)) detail::reject_unrunnable("ATTNKIT_SIMD_TARGET", value, cpu);
+  return target;
 }
 
 }  // namespace attnkit
