@@ -169,5 +169,35 @@ void expect_every_kind_matches_reference() {
 TEST_F(Dispatch, EveryKindOnEveryTargetMatchesTheReferenceFloat) { expect_every_kind_matches_reference<float>(); }
 TEST_F(Dispatch, EveryKindOnEveryTargetMatchesTheReferenceDouble) { expect_every_kind_matches_reference<double>(); }
 
+/// The kinds that take Lq != Lk on every target, with shapes that leave tails in every
+/// vector width: D = 5 and Dv = 7 (no whole SSE2 vector), Lq = 37 against Lk = 53, grouped
+/// query heads, [B, L, H, D] strides, normal and peaky logits; with the lse. Tolerances as above.
+template <class T>
+void expect_odd_shapes_match_reference(InputSet set) {
+  const AttentionShape s{2, 4, 2, 37, 53, 5, 7};
+  const Problem<T> p = make_problem<T>(s, set, 5, Layout::kBLHD);
+  const double tight = std::is_same_v<T, float> ? 2e-5 : 1e-12, relative = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+  const std::vector<Schedule::Layer> kinds{Full{.causal = true}, SlidingWindow(4, 9), Dilated::symmetric(3, {1, 2, 3, 4}),
+                                           Global({0, 9, 36}), Linformer::gaussian(16, 64, 2, 7)};
+  for (SimdTarget target : dispatch::supported_simd_targets()) {
+    dispatch::set_simd_target(target);
+    for (std::size_t kind = 0; kind < kinds.size(); ++kind) {
+      Tensor<T> out(s.batch, s.q_heads, s.q_len, s.value_dim, Layout::kBLHD), ref = out;
+      Tensor<T> lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD), ref_lse = lse;
+      dispatch::attention(kinds[kind], p.q.cview(), p.k.cview(), p.v.cview(), out.view, lse.view);
+      reference::attention(kinds[kind], p.q.cview(), p.k.cview(), p.v.cview(), ref.view, ref_lse.view);
+      EXPECT_TRUE(all_close(out, ref, Tolerance{tight * max_abs(p.v), relative})) << simd_target_name(target) << " kind " << kind;
+      EXPECT_TRUE(all_close(lse, ref_lse, Tolerance{tight, 0})) << simd_target_name(target) << " kind " << kind;
+    }
+  }
+}
+
+TEST_F(Dispatch, OddShapesOnEveryTargetMatchTheReferenceFloat) {
+  for (InputSet set : {InputSet::kNormal, InputSet::kPeaky}) expect_odd_shapes_match_reference<float>(set);
+}
+TEST_F(Dispatch, OddShapesOnEveryTargetMatchTheReferenceDouble) {
+  expect_odd_shapes_match_reference<double>(InputSet::kNormal);
+}
+
 }  // namespace
 }  // namespace attnkit::testing
