@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <variant>
@@ -36,7 +37,10 @@ bool same_bits(const Tensor<T>& a, const Tensor<T>& b) {
 template <class T>
 void expect_bitwise_equal_to_this_build() {
   if (!runs_on(kThisBuild, simd::detect_cpu_levels())) GTEST_SKIP() << "this CPU does not run " << simd_target_name(kThisBuild);
-  dispatch::set_simd_target(kThisBuild);
+  // ctest sets ATTNKIT_SIMD_TARGET to this build's target, so that the override is what picks
+  // it; run by hand without it, the test picks it itself.
+  if (std::getenv("ATTNKIT_SIMD_TARGET") == nullptr) dispatch::set_simd_target(kThisBuild);
+  ASSERT_EQ(dispatch::simd_target(), kThisBuild);
   ASSERT_EQ(std::string(dispatch::kernel_table().arch), std::string(simd::arch_name()));
   const AttentionShape s{1, 4, 4, kDispatchLength, kDispatchLength, 16, 24};
   const Problem<T> p = make_problem<T>(s, InputSet::kNormal, 33);

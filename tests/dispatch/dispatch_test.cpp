@@ -108,8 +108,9 @@ TEST(SimdTargetChecks, RefuseWhatTheCpuDoesNotRunAndNamesWhatItRuns) {
 }
 
 /// Run by ctest with and without ATTNKIT_SIMD_TARGET (tests/CMakeLists.txt): unset, the
-/// widest target the CPU runs; a target the CPU runs, that one; anything else, an
-/// attnkit::invalid_argument naming the variable and its value from every dispatched call.
+/// widest target the CPU runs; a target the CPU runs, that one (its kernels, its results
+/// within tolerance); anything else, an attnkit::invalid_argument naming the variable and its
+/// value from every dispatched call.
 TEST(DispatchEnvironment, OverrideChoosesTheTargetOrFailsClearly) {
   const char* forced = std::getenv("ATTNKIT_SIMD_TARGET");
   const std::vector<SimdTarget> supported = dispatch::supported_simd_targets();
@@ -120,6 +121,15 @@ TEST(DispatchEnvironment, OverrideChoosesTheTargetOrFailsClearly) {
   const std::optional<SimdTarget> named = parse_simd_target(forced);
   if (named && runs_on(*named, simd::detect_cpu_levels())) {
     EXPECT_EQ(dispatch::simd_target(), *named);
+    EXPECT_EQ(std::string(dispatch::kernel_table().arch), expected_arch(*named));
+    // The forced target's results, against the reference (tolerances of the tests below).
+    const Problem<float> p = make_problem<float>({1, 4, 2, 70, 90, 12, 20}, InputSet::kNormal, 9);
+    for (const Schedule::Layer& pattern : std::vector<Schedule::Layer>{Full{}, SlidingWindow(8, 3)}) {
+      Tensor<float> out(1, 4, 70, 20, Layout::kBHLD), ref = out;
+      dispatch::attention(pattern, p.q.cview(), p.k.cview(), p.v.cview(), out.view);
+      reference::attention(pattern, p.q.cview(), p.k.cview(), p.v.cview(), ref.view);
+      EXPECT_TRUE(all_close(out, ref, Tolerance{2e-5 * max_abs(p.v), 1e-4})) << forced;
+    }
     return;
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
