@@ -14,6 +14,7 @@
 #include "attnkit/attnkit.hpp"
 #include "support/accuracy.hpp"
 #include "support/pattern_checks.hpp"
+#include "support/rpe_accuracy.hpp"
 #include "support/test_data.hpp"
 
 namespace attnkit {
@@ -40,13 +41,8 @@ RpeBias decaying_bias(index_t max_distance, index_t heads, double slope = 0.02) 
   return RpeBias(max_distance, std::move(values));
 }
 
-/// Runs the kernel and checks every output element against the reference through SPEC.md
-/// section 11's tolerances on numerator and denominator: |d num| <= 2e-5 max|V| S_i +
-/// 1e-4 |num_i| and |d den| <= 1e-4 S_i (S_i = sum_j |w_ij|, the denominator's size), so
-/// |d o| <= (2e-5 max|V| S_i + 1e-4 |num_i| + 1e-4 |o_i| S_i) / |den_i|; double: 1e-12 for both.
-/// With `column_relative` (the FFT path's stated accuracy) each sum may also be off by
-/// 8 eps log2(L) times its Toeplitz columns' largest entries (RpeSums::column_scale, times
-/// max|V| for the numerator).
+/// Runs the kernel and checks its output with testing::rpe_matches_reference (SPEC.md
+/// section 11's tolerances on numerator and denominator; `column_relative`: the FFT path's).
 template <class T>
 ::testing::AssertionResult matches_reference(const KernelizedRpe& rpe, const AttentionShape& s, InputSet set,
                                              std::uint64_t seed, Layout layout = Layout::kBHLD, const Options& options = {},
@@ -54,33 +50,7 @@ template <class T>
   const testing::Problem<T> p = testing::make_problem<T>(s, set, seed, layout);
   Tensor<T> out(s.batch, s.q_heads, s.q_len, s.value_dim, layout);
   attention(rpe, p.q.cview(), p.k.cview(), p.v.cview(), out.view, options);
-  const double sigma = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-  const double max_v = std::max(testing::max_abs(p.v), 1e-30);
-  const double rtol = std::is_same_v<T, float> ? 1e-4 : 1e-12, atol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
-  for (index_t b = 0; b < s.batch; ++b)
-    for (index_t h = 0; h < s.q_heads; ++h) {
-      const reference::RpeSums<double> sums = reference::kernelized_rpe_sums<double>(rpe, p.q.cview(), p.k.cview(), p.v.cview(), b, h, sigma);
-      for (index_t i = 0; i < s.q_len; ++i) {
-        const double den = sums.den[static_cast<std::size_t>(i)];
-        const double fft_term = rpe.uses_fft(s, std::numeric_limits<T>::epsilon()) && column_relative
-                                    ? 8 * std::numeric_limits<T>::epsilon() *
-                                          std::log2(static_cast<double>(kernel::circulant_length(s.q_len, s.kv_len))) *
-                                          sums.column_scale[static_cast<std::size_t>(i)]
-                                    : 0.0;
-        const double size = sums.scale[static_cast<std::size_t>(i)] + fft_term / atol;
-        for (index_t d = 0; d < s.value_dim; ++d) {
-          const double num = sums.num[static_cast<std::size_t>(i * s.value_dim + d)];
-          const double expected = den == 0 ? 0.0 : num / den;
-          const double got = out.view(b, h, i, d);
-          const double bound = den == 0 ? 0.0 : (atol * max_v * size + rtol * std::abs(num) + rtol * std::abs(expected) * size) / std::abs(den);
-          if (!(std::abs(got - expected) <= bound)) {
-            return ::testing::AssertionFailure() << "b " << b << " h " << h << " i " << i << " d " << d << ": " << got
-                                                 << " vs " << expected << " (bound " << bound << ")";
-          }
-        }
-      }
-    }
-  return ::testing::AssertionSuccess();
+  return testing::rpe_matches_reference<T>(rpe, p.q.cview(), p.k.cview(), p.v.cview(), out.cview(), options, column_relative);
 }
 
 TEST(KernelizedRpe, FftAndDirectMatchReferenceOverShapes) {

@@ -45,15 +45,14 @@ double rms_difference(const Tensor<T>& a, const Tensor<T>& b) {
   return a.data.empty() ? 0.0 : std::sqrt(sum / static_cast<double>(a.data.size()));
 }
 
-/// Every element of `out` within `tol` of `ref` (equal infinities count as equal).
+/// Every element of the view `o` within `tol` of `ref` (equal infinities count as equal).
 template <class T>
-::testing::AssertionResult all_close(const Tensor<T>& out, const Tensor<T>& ref, Tolerance tol) {
-  const TensorView<T>& o = out.view;
+::testing::AssertionResult all_close(const TensorView<const T>& o, const TensorView<const T>& ref, Tolerance tol) {
   for (index_t b = 0; b < o.batch(); ++b)
     for (index_t h = 0; h < o.heads(); ++h)
       for (index_t l = 0; l < o.seq(); ++l)
         for (index_t d = 0; d < o.dim(); ++d) {
-          const double x = o(b, h, l, d), y = ref.view(b, h, l, d);
+          const double x = o(b, h, l, d), y = ref(b, h, l, d);
           if (x == y) continue;
           const double bound = tol.atol + tol.rtol * std::abs(y);
           if (!(std::abs(x - y) <= bound)) {
@@ -65,6 +64,12 @@ template <class T>
           }
         }
   return ::testing::AssertionSuccess();
+}
+
+/// As above, for two tensors.
+template <class T>
+::testing::AssertionResult all_close(const Tensor<T>& out, const Tensor<T>& ref, Tolerance tol) {
+  return all_close<T>(out.cview(), ref.cview(), tol);
 }
 
 /// The outputs and log-sum-exps of a kernel, its float64 reference and (float calls) a naive

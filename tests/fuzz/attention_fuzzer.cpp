@@ -1,0 +1,300 @@
+// libFuzzer harness over every kind a Schedule layer holds (README "Fuzzing"). Each input
+// decodes to one call (fuzz/fuzz_case.hpp) in float or double; the call must either throw
+// attnkit::invalid_argument with its output buffers untouched, or
+//   - write only its output views (the gaps of padded rows keep their poison),
+//   - give no NaN,
+//   - match the float64 reference within SPEC.md section 11's tolerance (below, per kind),
+//   - and, run again on one thread, give the same bits.
+// NaN and infinities sit in every input cell the call must not read: the gaps of padded rows
+// and the key rows no query attends. Anything else aborts with a description of the case.
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "attnkit/attnkit.hpp"
+#include "fuzz/byte_reader.hpp"
+#include "fuzz/fuzz_case.hpp"
+#include "support/accuracy.hpp"
+#include "support/rpe_accuracy.hpp"
+
+namespace attnkit::fuzz {
+namespace {
+
+/// What the case was, for the report of a failure.
+std::string describe(index_t kind, bool in_double, const AttentionShape& s, const Options& options, bool with_lse) {
+  std::ostringstream text;
+  text << kKindNames[kind] << (in_double ? " double" : " float") << " B " << s.batch << " Hq " << s.q_heads << " Hk "
+       << s.kv_heads << " Lq " << s.q_len << " Lk " << s.kv_len << " D " << s.head_dim << " Dv " << s.value_dim
+       << " threads " << options.threads << " scale " << (options.scale ? std::to_string(*options.scale) : "default")
+       << " key_lengths " << options.key_lengths.size() << (with_lse ? " with lse" : "");
+  return text.str();
+}
+
+[[noreturn]] void fail(const std::string& what, const std::string& case_text) {
+  std::fprintf(stderr, "attention_fuzzer: %s\n  case: %s\n", what.c_str(), case_text.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+/// Largest Euclidean norm of a row of x (0 for an empty view).
+template <class T>
+double largest_row_norm(const TensorView<const T>& x) {
+  double largest = 0;
+  for (index_t b = 0; b < x.batch(); ++b)
+    for (index_t h = 0; h < x.heads(); ++h)
+      for (index_t l = 0; l < x.seq(); ++l) {
+        double sum = 0;
+        for (index_t d = 0; d < x.dim(); ++d) sum += static_cast<double>(x(b, h, l, d)) * static_cast<double>(x(b, h, l, d));
+        if (std::isfinite(sum)) largest = std::max(largest, std::sqrt(sum));  // unread rows hold NaN / inf
+      }
+  return largest;
+}
+
+/// Largest |x| over the finite elements of x.
+template <class T>
+double largest_finite(const TensorView<const T>& x) {
+  double largest = 0;
+  for (index_t b = 0; b < x.batch(); ++b)
+    for (index_t h = 0; h < x.heads(); ++h)
+      for (index_t l = 0; l < x.seq(); ++l)
+        for (index_t d = 0; d < x.dim(); ++d) {
+          const double value = std::abs(static_cast<double>(x(b, h, l, d)));
+          if (std::isfinite(value)) largest = std::max(largest, value);
+        }
+  return largest;
+}
+
+/// Linformer's scales (SPEC.md section 8: its tolerance is relative to max |F V|): max |F V|,
+/// the same sums of absolute values max (|F| |V|) (the size of the projection's rounding),
+/// and max_r ||(|E| |K|)_r|| (the size of a projected key, for the logits' rounding).
+struct LinformerScales {
+  double projected_values = 0, absolute_values = 0, key_norm = 0;
+};
+template <class T>
+LinformerScales linformer_scales(const Linformer& lin, const TensorView<const T>& k, const TensorView<const T>& v,
+                                 const Options& options) {
+  LinformerScales scales;
+  for (index_t b = 0; b < k.batch(); ++b) {
+    const index_t valid = options.key_lengths.empty() ? k.seq() : options.key_lengths[static_cast<std::size_t>(b)];
+    for (index_t h = 0; h < k.heads(); ++h) {
+      const index_t table = lin.key_projection_heads() == 1 ? 0 : h, value_table = lin.value_projection_heads() == 1 ? 0 : h;
+      for (index_t r = 0; r < lin.kp(); ++r) {
+        const float* e = lin.key_projection(table) + r * lin.n_max();
+        const float* f = lin.value_projection(value_table) + r * lin.n_max();
+        double key_norm = 0;
+        for (index_t d = 0; d < k.dim(); ++d) {
+          double sum = 0;
+          for (index_t j = 0; j < valid; ++j) sum += std::abs(static_cast<double>(e[j]) * static_cast<double>(k(b, h, j, d)));
+          key_norm += sum * sum;
+        }
+        scales.key_norm = std::max(scales.key_norm, std::sqrt(key_norm));
+        for (index_t d = 0; d < v.dim(); ++d) {
+          double sum = 0, absolute = 0;
+          for (index_t j = 0; j < valid; ++j) {
+            sum += static_cast<double>(f[j]) * static_cast<double>(v(b, h, j, d));
+            absolute += std::abs(static_cast<double>(f[j]) * static_cast<double>(v(b, h, j, d)));
+          }
+          scales.projected_values = std::max(scales.projected_values, std::abs(sum));
+          scales.absolute_values = std::max(scales.absolute_values, absolute);
+        }
+      }
+    }
+  }
+  return scales;
+}
+
+/// SPEC.md section 11's tolerance of the softmax kinds, with the rounding of the logits made
+/// explicit: a length-D dot product (and, for Linformer, a length-Lk projection) rounds its
+/// logit by about 4 sqrt(n) u times its size sigma |q| |k|, where the +1e4 offset set and the
+/// scaled set make that size large; an error delta in a row's logits moves the output by at
+/// most 2 delta max|V| and the log-sum-exp by delta. Float: atol (2e-5 + 2 delta) scale,
+/// rtol 1e-4, lse atol 2e-5 + 2 delta, rtol 2e-5; double: 1e-12 in place of 2e-5 and 1e-4.
+struct SoftmaxTolerance {
+  testing::Tolerance out, lse;
+};
+template <class T>
+SoftmaxTolerance softmax_tolerance(double scale, double logit_size, double rounding_terms, double projection_rounding) {
+  constexpr double u = std::numeric_limits<T>::epsilon() / 2;
+  constexpr double tight = std::is_same_v<T, float> ? 2e-5 : 1e-12, relative = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+  const double delta = 4 * std::sqrt(rounding_terms) * u * logit_size;
+  return {{(tight + 2 * delta) * scale + projection_rounding, relative}, {tight + 2 * delta, std::is_same_v<T, float> ? 2e-5 : 1e-12}};
+}
+
+/// Every cell outside `buffer`'s view still holds the poison of `before`, bit for bit.
+template <class T>
+bool gaps_untouched(const Buffer<T>& buffer, const Buffer<T>& before) {
+  const std::vector<bool> inside = buffer.inside();
+  for (std::size_t c = 0; c < inside.size(); ++c) {
+    if (!inside[c] && std::memcmp(&buffer.storage[c], &before.storage[c], sizeof(T)) != 0) return false;
+  }
+  return true;
+}
+
+/// Two buffers' storage, bit for bit.
+template <class T>
+bool same_storage(const Buffer<T>& a, const Buffer<T>& b) {
+  return a.storage.empty() || std::memcmp(a.storage.data(), b.storage.data(), a.storage.size() * sizeof(T)) == 0;
+}
+
+/// The view's elements of two buffers, bit for bit.
+template <class T>
+bool same_bits(const TensorView<T>& a, const TensorView<T>& b) {
+  for (index_t i = 0; i < a.batch(); ++i)
+    for (index_t h = 0; h < a.heads(); ++h)
+      for (index_t l = 0; l < a.seq(); ++l)
+        if (std::memcmp(&a(i, h, l, 0), &b(i, h, l, 0), static_cast<std::size_t>(a.dim()) * sizeof(T)) != 0) return false;
+  return true;
+}
+
+template <class T>
+bool has_nan(const TensorView<T>& x) {
+  for (index_t b = 0; b < x.batch(); ++b)
+    for (index_t h = 0; h < x.heads(); ++h)
+      for (index_t l = 0; l < x.seq(); ++l)
+        for (index_t d = 0; d < x.dim(); ++d)
+          if (std::isnan(x(b, h, l, d))) return true;
+  return false;
+}
+
+/// attnkit::attention on the layer (with the lse when given); true when it threw
+/// attnkit::invalid_argument.
+template <class T>
+bool rejects(const Schedule::Layer& layer, const TensorView<const T>& q, const TensorView<const T>& k,
+             const TensorView<const T>& v, const TensorView<T>& out, const TensorView<T>* lse, const Options& options) {
+  try {
+    if (lse != nullptr) {
+      attention(layer, q, k, v, out, *lse, options);
+    } else {
+      attention(layer, q, k, v, out, options);
+    }
+  } catch (const attnkit::invalid_argument&) {
+    return true;
+  }
+  return false;
+}
+
+template <class T>
+void run_case(ByteReader& in, index_t kind, const AttentionShape& s, bool shared_keys, const Schedule::Layer& layer) {
+  index_t pad[5];
+  const Placement q_at = decode_placement(in, pad[0]), k_at = decode_placement(in, pad[1]), v_at = decode_placement(in, pad[2]);
+  const Placement out_at = decode_placement(in, pad[3]), lse_at = decode_placement(in, pad[4]);
+  const auto set = static_cast<Values>(in.in_range(0, 4));
+  const bool with_lse = in.flag();
+  const Options options = decode_options(in, kind, s);
+  const std::string case_text = describe(kind, std::is_same_v<T, double>, s, options, with_lse);
+
+  // Inputs: NaN in every gap; outputs: a NaN whose bits the kernels never produce.
+  const T gap = std::numeric_limits<T>::quiet_NaN();
+  T poison;
+  if constexpr (std::is_same_v<T, float>) {
+    poison = std::bit_cast<float>(std::uint32_t{0x7FC0BEEF});
+  } else {
+    poison = std::bit_cast<double>(std::uint64_t{0x7FF8DEADBEEF0001});
+  }
+  Buffer<T> q({s.batch, s.q_heads, s.q_len, s.head_dim}, q_at, pad[0], gap);
+  Buffer<T> k_own({s.batch, s.kv_heads, s.kv_len, s.head_dim}, k_at, pad[1], gap);
+  Buffer<T> v({s.batch, s.kv_heads, s.kv_len, s.value_dim}, v_at, pad[2], gap);
+  const TensorView<T> k = shared_keys ? q.view : k_own.view;
+  const double sigma = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(std::max<index_t>(s.head_dim, 1))));
+  fill_values(in, set, q.view, k, v.view, sigma == 0 || !std::isfinite(sigma) ? 1.0 : sigma);
+  if (!shared_keys) poison_unread_keys(layer, s, options, k, v.view);
+
+  Buffer<T> out({s.batch, s.q_heads, s.q_len, s.value_dim}, out_at, pad[3], poison);
+  Buffer<T> lse({s.batch, s.q_heads, s.q_len, 1}, lse_at, pad[4], poison);
+  const Buffer<T> out_before = out, lse_before = lse;
+  const TensorView<const T> qc = q.view, kc = k, vc = v.view;
+  TensorView<T>* lse_view = with_lse ? &lse.view : nullptr;
+
+  if (rejects<T>(layer, qc, kc, vc, out.view, lse_view, options)) {
+    if (!same_storage(out, out_before)) fail("threw attnkit::invalid_argument after writing to out", case_text);
+    if (!same_storage(lse, lse_before)) fail("threw attnkit::invalid_argument after writing to lse", case_text);
+    return;
+  }
+  if (!gaps_untouched(out, out_before)) fail("wrote outside out's view (into the gap of a padded row)", case_text);
+  if (with_lse && !gaps_untouched(lse, lse_before)) fail("wrote outside lse's view", case_text);
+  if (has_nan(out.view)) fail("NaN in out", case_text);
+  if (with_lse && has_nan(lse.view)) fail("NaN in lse", case_text);
+
+  // The reference, on the same views.
+  Buffer<T> ref({s.batch, s.q_heads, s.q_len, s.value_dim}, Placement::kBhld, 0, poison);
+  Buffer<T> ref_lse({s.batch, s.q_heads, s.q_len, 1}, Placement::kBhld, 0, poison);
+  try {
+    if (with_lse) {
+      reference::attention(layer, qc, kc, vc, ref.view, ref_lse.view, options);
+    } else {
+      reference::attention(layer, qc, kc, vc, ref.view, options);
+    }
+  } catch (const attnkit::invalid_argument& error) {
+    fail(std::string("the kernel accepted a call the reference rejects: ") + error.what(), case_text);
+  }
+  std::visit(
+      [&](const auto& pattern) {
+        using P = std::decay_t<decltype(pattern)>;
+        ::testing::AssertionResult close = ::testing::AssertionSuccess(), lse_close = ::testing::AssertionSuccess();
+        if constexpr (std::is_same_v<P, KernelizedRpe>) {
+          close = testing::rpe_matches_reference<T>(pattern, qc, kc, vc, out.view, options);
+        } else {
+          SoftmaxTolerance tolerance;
+          if constexpr (std::is_same_v<P, Linformer>) {
+            const LinformerScales scales = linformer_scales(pattern, kc, vc, options);
+            constexpr double u = std::numeric_limits<T>::epsilon() / 2;
+            const double rounding_terms = static_cast<double>(s.head_dim + s.kv_len);
+            tolerance = softmax_tolerance<T>(std::max(scales.projected_values, 1e-300), std::abs(sigma) * largest_row_norm(qc) * scales.key_norm,
+                                             rounding_terms, 4 * std::sqrt(static_cast<double>(s.kv_len)) * u * scales.absolute_values);
+          } else {
+            // Lsh normalises its keys: |k| = 1.
+            const double key_norm = std::is_same_v<P, Lsh> ? 1.0 : largest_row_norm(kc);
+            tolerance = softmax_tolerance<T>(std::max(largest_finite(vc), 1e-300), std::abs(sigma) * largest_row_norm(qc) * key_norm,
+                                             static_cast<double>(s.head_dim), 0.0);
+          }
+          close = testing::all_close<T>(out.view, ref.view, tolerance.out);
+          if (with_lse) lse_close = testing::all_close<T>(lse.view, ref_lse.view, tolerance.lse);
+        }
+        if (!close) fail(std::string("out differs from the reference ") + close.message(), case_text);
+        if (!lse_close) fail(std::string("lse differs from the reference ") + lse_close.message(), case_text);
+      },
+      layer);
+
+  // One thread gives the same bits (SPEC.md: results do not depend on the thread count).
+  if (options.threads != 1) {
+    Options one = options;
+    one.threads = 1;
+    Buffer<T> again = out_before, again_lse = lse_before;
+    TensorView<T>* again_lse_view = with_lse ? &again_lse.view : nullptr;
+    if (rejects<T>(layer, qc, kc, vc, again.view, again_lse_view, one)) fail("rejected on one thread, accepted on more", case_text);
+    if (!same_bits(out.view, again.view)) fail("out differs between thread counts", case_text);
+    if (with_lse && !same_bits(lse.view, again_lse.view)) fail("lse differs between thread counts", case_text);
+  }
+}
+
+}  // namespace
+}  // namespace attnkit::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace attnkit;
+  using namespace attnkit::fuzz;
+  ByteReader in(data, size);
+  const bool in_double = in.flag();
+  const index_t kind = in.in_range(0, kKinds - 1);
+  bool shared_keys = false;
+  const AttentionShape shape = decode_shape(in, kind, shared_keys);
+  std::optional<Schedule::Layer> layer;
+  try {
+    layer = decode_pattern(in, kind, shape);
+  } catch (const attnkit::invalid_argument&) {
+    return 0;  // a constructor refused its parameters: nothing else to check
+  }
+  if (in_double) {
+    run_case<double>(in, kind, shape, shared_keys, *layer);
+  } else {
+    run_case<float>(in, kind, shape, shared_keys, *layer);
+  }
+  return 0;
+}

@@ -1,0 +1,59 @@
+#pragma once
+// KernelizedRpe's accuracy rule (SPEC.md section 11: tolerances on numerator and denominator),
+// as a GoogleTest assertion result.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "attnkit/attnkit.hpp"
+
+namespace attnkit::testing {
+
+/// Checks every element of `out` (the kernel's output of `rpe` on q, k, v) against the float64
+/// reference sums: |d num| <= 2e-5 max|V| S_i + 1e-4 |num_i| and |d den| <= 1e-4 S_i
+/// (S_i = sum_j |w_ij|, the denominator's size), so |d o| <= (2e-5 max|V| S_i + 1e-4 |num_i| +
+/// 1e-4 |o_i| S_i) / |den_i|; double: 1e-12 for both. With `column_relative` (the FFT path's
+/// stated accuracy) each sum may also be off by 8 eps log2(L) times its Toeplitz columns'
+/// largest entries (RpeSums::column_scale, times max|V| for the numerator).
+template <class T>
+::testing::AssertionResult rpe_matches_reference(const KernelizedRpe& rpe, const TensorView<const T>& q,
+                                                 const TensorView<const T>& k, const TensorView<const T>& v,
+                                                 const TensorView<const T>& out, const Options& options = {},
+                                                 bool column_relative = true) {
+  const AttentionShape s{q.batch(), q.heads(), k.heads(), q.seq(), k.seq(), q.dim(), v.dim()};
+  const double sigma = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+  double max_v = 1e-30;
+  for (index_t b = 0; b < v.batch(); ++b)
+    for (index_t h = 0; h < v.heads(); ++h)
+      for (index_t j = 0; j < v.seq(); ++j)
+        for (index_t d = 0; d < v.dim(); ++d) max_v = std::max(max_v, std::abs(static_cast<double>(v(b, h, j, d))));
+  const double rtol = std::is_same_v<T, float> ? 1e-4 : 1e-12, atol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
+  const bool fft = rpe.uses_fft(s, std::numeric_limits<T>::epsilon()) && column_relative;
+  const double fft_rate = 8 * std::numeric_limits<T>::epsilon() *
+                          std::log2(static_cast<double>(kernel::circulant_length(s.q_len, s.kv_len)));
+  for (index_t b = 0; b < s.batch; ++b)
+    for (index_t h = 0; h < s.q_heads; ++h) {
+      const reference::RpeSums<double> sums = reference::kernelized_rpe_sums<double>(rpe, q, k, v, b, h, sigma);
+      for (index_t i = 0; i < s.q_len; ++i) {
+        const double den = sums.den[static_cast<std::size_t>(i)];
+        const double fft_term = fft ? fft_rate * sums.column_scale[static_cast<std::size_t>(i)] : 0.0;
+        const double size = sums.scale[static_cast<std::size_t>(i)] + fft_term / atol;
+        for (index_t d = 0; d < s.value_dim; ++d) {
+          const double num = sums.num[static_cast<std::size_t>(i * s.value_dim + d)];
+          const double expected = den == 0 ? 0.0 : num / den;
+          const double got = out(b, h, i, d);
+          const double bound = den == 0 ? 0.0 : (atol * max_v * size + rtol * std::abs(num) + rtol * std::abs(expected) * size) / std::abs(den);
+          if (!(std::abs(got - expected) <= bound)) {
+            return ::testing::AssertionFailure() << "b " << b << " h " << h << " i " << i << " d " << d << ": " << got
+                                                 << " vs " << expected << " (bound " << bound << ")";
+          }
+        }
+      }
+    }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace attnkit::testing
