@@ -18,11 +18,13 @@ namespace attnkit::testing {
 /// 1e-4 |o_i| S_i) / |den_i|; double: 1e-12 for both. With `column_relative` (the FFT path's
 /// stated accuracy) each sum may also be off by 8 eps log2(L) times its Toeplitz columns'
 /// largest entries (RpeSums::column_scale, times max|V| for the numerator).
+/// `feature_rounding` is a relative error every weight w_ij may carry on top (the rounding of
+/// the features' exponents when they are large): it adds to atol and to the denominator's rtol.
 template <class T>
 ::testing::AssertionResult rpe_matches_reference(const KernelizedRpe& rpe, const TensorView<const T>& q,
                                                  const TensorView<const T>& k, const TensorView<const T>& v,
                                                  const TensorView<const T>& out, const Options& options = {},
-                                                 bool column_relative = true) {
+                                                 bool column_relative = true, double feature_rounding = 0) {
   const AttentionShape s{q.batch(), q.heads(), k.heads(), q.seq(), k.seq(), q.dim(), v.dim()};
   const double sigma = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
   double max_v = 1e-30;
@@ -45,7 +47,10 @@ template <class T>
           const double num = sums.num[static_cast<std::size_t>(i * s.value_dim + d)];
           const double expected = den == 0 ? 0.0 : num / den;
           const double got = out(b, h, i, d);
-          const double bound = den == 0 ? 0.0 : (atol * max_v * size + rtol * std::abs(num) + rtol * std::abs(expected) * size) / std::abs(den);
+          const double bound = den == 0 ? 0.0
+                                        : ((atol + feature_rounding) * max_v * size + rtol * std::abs(num) +
+                                           (rtol + feature_rounding) * std::abs(expected) * size) /
+                                              std::abs(den);
           if (!(std::abs(got - expected) <= bound)) {
             return ::testing::AssertionFailure() << "b " << b << " h " << h << " i " << i << " d " << d << ": " << got
                                                  << " vs " << expected << " (bound " << bound << ")";

@@ -11,8 +11,8 @@ using index_t = std::int64_t;
 
 namespace detail {
 
-/// ceil(value / step) for value >= 0, step > 0.
-constexpr index_t ceil_div(index_t value, index_t step) { return (value + step - 1) / step; }
+/// ceil(value / step) for value >= 0, step > 0; exact up to INT64_MAX (no value + step - 1).
+constexpr index_t ceil_div(index_t value, index_t step) { return value / step + (value % step != 0 ? 1 : 0); }
 
 /// Smallest multiple of `step` that is >= value (value >= 0, step > 0).
 constexpr index_t round_up(index_t value, index_t step) { return ceil_div(value, step) * step; }

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "attnkit/core/errors.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/simd/batch.hpp"
 #include "attnkit/simd/lane_fft.hpp"
@@ -23,9 +25,25 @@ enum class RpeFft { kLanes, kEigen, kFftw };
 
 namespace attnkit::kernel {
 
+/// The longest circulant KernelizedRpe's FFT path transforms: 2^30 points, so Lq + Lk - 1 <=
+/// 2^30. FFTW and Eigen's kissfft take int lengths, and one transform's per-thread workspace
+/// is already tens of GiB there (2 L (Dv + 1) values).
+inline constexpr index_t kMaxCirculantLength = index_t{1} << 30;
+
+/// Whether an Lq x Lk Toeplitz product fits a circulant of at most kMaxCirculantLength points.
+constexpr bool fits_circulant(index_t q_len, index_t kv_len) {
+  return q_len <= kMaxCirculantLength && kv_len <= kMaxCirculantLength && q_len + kv_len - 1 <= kMaxCirculantLength;
+}
+
 /// The smallest power of two >= Lq + Lk - 1 (and >= 4, simd::fft_convolve's least): the circulant that holds every offset
-/// j - i of an Lq x Lk Toeplitz matrix without wrapping onto another.
+/// j - i of an Lq x Lk Toeplitz matrix without wrapping onto another. Throws
+/// attnkit::invalid_argument beyond kMaxCirculantLength.
 inline index_t circulant_length(index_t q_len, index_t kv_len) {
+  if (!fits_circulant(q_len, kv_len)) {
+    attnkit::detail::reject("Lq + Lk - 1", q_len > kMaxCirculantLength || kv_len > kMaxCirculantLength ? std::string("> 2^30") : std::to_string(q_len + kv_len - 1),
+                   "KernelizedRpe's FFT path needs Lq + Lk - 1 <= 2^30 (a circulant of at most 2^30 points); "
+                   "use RpeAlgorithm::kDirect or kAuto, which sums directly beyond it");
+  }
   index_t length = 4;
   while (length < q_len + kv_len - 1) length *= 2;
   return length;

@@ -205,6 +205,8 @@ struct KernelizedRpe {
   Path choose_path(const AttentionShape& shape, double epsilon) const {
     validate(shape);
     if (algorithm == RpeAlgorithm::kDirect) return Path{};
+    // kAuto sums directly where no circulant fits; kFft reports it (kernel::circulant_length).
+    if (algorithm == RpeAlgorithm::kAuto && !kernel::fits_circulant(shape.q_len, shape.kv_len)) return Path{};
     const std::optional<index_t> direct_rows = fft_direct_rows(shape, epsilon);
     if (algorithm == RpeAlgorithm::kFft) return Path{true, direct_rows.value_or(0)};
     if (shape.q_len == 0 || shape.kv_len == 0 || !direct_rows) return Path{};

@@ -117,8 +117,9 @@ struct Lsh {
     while (chunks > 0 && (index_t{2} << power) <= 2 * chunks) ++power;  // floor(log2(2 chunks)), at least 1
     const index_t count = index_t{1} << power;
     const index_t longest = max_positions > 0 ? max_positions : n;
-    const index_t limit = 2 * std::max(static_cast<index_t>(std::sqrt(static_cast<double>(longest / std::max<index_t>(chunk, 1)))), chunk);
-    if (count <= limit) return {count};
+    // count <= 2 max(floor(sqrt(M / chunk)), chunk), halved on both sides (chunk may be INT64_MAX).
+    const index_t half_limit = std::max(static_cast<index_t>(std::sqrt(static_cast<double>(longest / std::max<index_t>(chunk, 1)))), chunk);
+    if (count / 2 <= half_limit) return {count};
     return {index_t{1} << (power / 2), index_t{1} << (power - power / 2)};
   }
   /// Rotation columns per round and the total bucket count for sequence length n.
@@ -159,14 +160,19 @@ struct Lsh {
     return ids;
   }
 
-  /// Throws attnkit::invalid_argument unless the parameters can run on `shape`: chunk and
-  /// rounds >= 1, before and after >= 0, even bucket factors in [2, 2^24] whose product is
+  /// Throws attnkit::invalid_argument unless the parameters can run on `shape`: chunk >= 1,
+  /// rounds in [1, 2^20], before and after in [0, 2^20], even bucket factors in [2, 2^24] whose product is
   /// at most 2^30, Lq = Lk < 2^31, Hq = Hk, given rotations of P * D * R * columns floats.
   void validate(const AttentionShape& shape) const {
+    // Bounds on rounds, before and after keep R n occurrences, R (buckets + 1) counts and a
+    // window's (before + 1 + after) chunk slots far inside int64 for any n < 2^31.
+    constexpr index_t kMaxCount = index_t{1} << 20;
     if (chunk < 1) detail::reject("Lsh.chunk", chunk, "must be >= 1 (slots per chunk)");
-    if (rounds < 1) detail::reject("Lsh.rounds", rounds, "must be >= 1 (hash rounds)");
-    if (before < 0) detail::reject("Lsh.before", before, "must be >= 0 (chunks attended before a slot's own)");
-    if (after < 0) detail::reject("Lsh.after", after, "must be >= 0 (chunks attended after a slot's own)");
+    if (rounds < 1 || rounds > kMaxCount) detail::reject("Lsh.rounds", rounds, "must lie in [1, 2^20] (hash rounds)");
+    if (before < 0 || before > kMaxCount) {
+      detail::reject("Lsh.before", before, "must lie in [0, 2^20] (chunks attended before a slot's own)");
+    }
+    if (after < 0 || after > kMaxCount) detail::reject("Lsh.after", after, "must lie in [0, 2^20] (chunks attended after a slot's own)");
     if (max_positions < 0) detail::reject("Lsh.max_positions", max_positions, "must be >= 0 (0 = the call's n)");
     index_t total = 1;
     for (index_t f : buckets.factors()) {
