@@ -86,6 +86,7 @@ void lsh_attention(const Lsh& lsh, const LshBucketIds& ids, const TensorView<con
   if (ids.batch() != shape.batch || ids.heads() != shape.q_heads || ids.rounds() != lsh.rounds || ids.seq_len() != n) {
     attnkit::detail::reject("ids", "another shape", "must come from lsh.hash(q) for this q and lsh.rounds");
   }
+  if (n == 0) return;  // no rows (the views' data may be null: no row pointers to form)
   const Acc sigma = static_cast<Acc>(attnkit::detail::resolve_scale(options, shape));
   const AttentionShape head{1, 1, 1, n, n, dim, value_dim};
   std::vector<Acc> keys(static_cast<std::size_t>(n * dim)), values(static_cast<std::size_t>(n * value_dim));
