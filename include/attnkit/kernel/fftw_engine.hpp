@@ -22,6 +22,7 @@ inline constexpr bool kHaveFftw = false;
 
 #include <map>
 #include <mutex>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -30,6 +31,13 @@ inline constexpr bool kHaveFftw = false;
 #include "attnkit/simd/batch.hpp"
 
 namespace attnkit::kernel {
+
+/// FFTW's allocation, failing as operator new does (std::bad_alloc) rather than with null.
+template <class Pointer>
+Pointer require_allocated(Pointer p) {
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
 
 /// FFTW's single- and double-precision APIs under one name: plan_many_dft over `count`
 /// contiguous interleaved complex sequences of `length`, in place.
@@ -44,7 +52,7 @@ struct FftwApi<float> {
   }
   static void execute(Plan plan, Complex* data) { fftwf_execute_dft(plan, data, data); }
   static void destroy(Plan plan) { fftwf_destroy_plan(plan); }
-  static Complex* allocate(index_t count) { return fftwf_alloc_complex(static_cast<std::size_t>(count)); }
+  static Complex* allocate(index_t count) { return require_allocated(fftwf_alloc_complex(static_cast<std::size_t>(count))); }
   static void release(Complex* data) { fftwf_free(data); }
 };
 template <>
@@ -56,7 +64,7 @@ struct FftwApi<double> {
   }
   static void execute(Plan plan, Complex* data) { fftw_execute_dft(plan, data, data); }
   static void destroy(Plan plan) { fftw_destroy_plan(plan); }
-  static Complex* allocate(index_t count) { return fftw_alloc_complex(static_cast<std::size_t>(count)); }
+  static Complex* allocate(index_t count) { return require_allocated(fftw_alloc_complex(static_cast<std::size_t>(count))); }
   static void release(Complex* data) { fftw_free(data); }
 };
 
