@@ -37,7 +37,10 @@ std::string describe(index_t kind, bool in_double, const AttentionShape& s, cons
   return text.str();
 }
 
-[[noreturn]] void fail(const std::string& what, const std::string& case_text) {
+/// The harness's assertion: aborts with `what` and the case when `holds` is false (libFuzzer
+/// then saves the input).
+void require(bool holds, const std::string& what, const std::string& case_text) {
+  if (holds) return;
   std::fprintf(stderr, "attention_fuzzer: %s\n  case: %s\n", what.c_str(), case_text.c_str());
   std::fflush(stderr);
   std::abort();
@@ -237,14 +240,14 @@ void run_case(ByteReader& in, index_t kind, const AttentionShape& s, bool shared
   TensorView<T>* lse_view = with_lse ? &lse.view : nullptr;
 
   if (rejects<T>(layer, qc, kc, vc, out.view, lse_view, options)) {
-    if (!same_storage(out, out_before)) fail("threw attnkit::invalid_argument after writing to out", case_text);
-    if (!same_storage(lse, lse_before)) fail("threw attnkit::invalid_argument after writing to lse", case_text);
+    require(same_storage(out, out_before), "threw attnkit::invalid_argument after writing to out", case_text);
+    require(same_storage(lse, lse_before), "threw attnkit::invalid_argument after writing to lse", case_text);
     return;
   }
-  if (!gaps_untouched(out, out_before)) fail("wrote outside out's view (into the gap of a padded row)", case_text);
-  if (with_lse && !gaps_untouched(lse, lse_before)) fail("wrote outside lse's view", case_text);
-  if (has_nan(out.view)) fail("NaN in out", case_text);
-  if (with_lse && has_nan(lse.view)) fail("NaN in lse", case_text);
+  require(gaps_untouched(out, out_before), "wrote outside out's view (into the gap of a padded row)", case_text);
+  require(!with_lse || gaps_untouched(lse, lse_before), "wrote outside lse's view", case_text);
+  require(!has_nan(out.view), "NaN in out", case_text);
+  require(!with_lse || !has_nan(lse.view), "NaN in lse", case_text);
 
   // The reference, on the same views.
   Buffer<T> ref({s.batch, s.q_heads, s.q_len, s.value_dim}, Placement::kBhld, 0, poison);
@@ -256,7 +259,7 @@ void run_case(ByteReader& in, index_t kind, const AttentionShape& s, bool shared
       reference::attention(layer, qc, kc, vc, ref.view, options);
     }
   } catch (const attnkit::invalid_argument& error) {
-    fail(std::string("the kernel accepted a call the reference rejects: ") + error.what(), case_text);
+    require(false, std::string("the kernel accepted a call the reference rejects: ") + error.what(), case_text);
   }
   std::visit(
       [&](const auto& pattern) {
@@ -289,8 +292,8 @@ void run_case(ByteReader& in, index_t kind, const AttentionShape& s, bool shared
           close = testing::all_close<T>(out.view, ref.view, tolerance.out);
           if (with_lse) lse_close = testing::all_close<T>(lse.view, ref_lse.view, tolerance.lse);
         }
-        if (!close) fail(std::string("out differs from the reference ") + close.message(), case_text);
-        if (!lse_close) fail(std::string("lse differs from the reference ") + lse_close.message(), case_text);
+        require(static_cast<bool>(close), std::string("out differs from the reference ") + close.message(), case_text);
+        require(static_cast<bool>(lse_close), std::string("lse differs from the reference ") + lse_close.message(), case_text);
       },
       layer);
 
@@ -300,9 +303,9 @@ void run_case(ByteReader& in, index_t kind, const AttentionShape& s, bool shared
     one.threads = 1;
     Buffer<T> again = out_before, again_lse = lse_before;
     TensorView<T>* again_lse_view = with_lse ? &again_lse.view : nullptr;
-    if (rejects<T>(layer, qc, kc, vc, again.view, again_lse_view, one)) fail("rejected on one thread, accepted on more", case_text);
-    if (!same_bits(out.view, again.view)) fail("out differs between thread counts", case_text);
-    if (with_lse && !same_bits(lse.view, again_lse.view)) fail("lse differs between thread counts", case_text);
+    require(!rejects<T>(layer, qc, kc, vc, again.view, again_lse_view, one), "rejected on one thread, accepted on more", case_text);
+    require(same_bits(out.view, again.view), "out differs between thread counts", case_text);
+    require(!with_lse || same_bits(lse.view, again_lse.view), "lse differs between thread counts", case_text);
   }
 }
 
