@@ -26,6 +26,7 @@
 #include <Eigen/Core>
 
 #include "attnkit/attnkit.hpp"
+#include "attnkit/eigen.hpp"
 #include "bench_patterns.hpp"
 #include "bench_support.hpp"
 #include "dense_paired_bench.hpp"
@@ -61,7 +62,7 @@ void time_planning(benchmark::State& state, const Pattern& pattern) {
   const index_t n = state.range(0);
   const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, 64, 64};
   for (auto _ : state) {
-    auto plan = pattern.plan(shape, attnkit::kernel::default_tile_shape<float>());
+    auto plan = pattern.plan(shape, attnkit::TileShape{});
     benchmark::DoNotOptimize(plan);
   }
   finish(state, n, 0, 1);
@@ -76,16 +77,16 @@ void register_sparse(attnkit::bench::Registry& registry, const std::string& kind
   });
   const std::string name = "planning/" + kind + "/D:64/threads:1";
   auto* family = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
-    attnkit::bench::with_sparse_pattern(kind, state.range(0), [&](const auto& pattern) { time_planning(state, pattern); });
+    attnkit::bench::with_sparse_pattern(kind, state.range(0),
+                                        [&](const auto& pattern) { time_planning(state, pattern); });
   });
   family->Arg(16384)->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly();
   registry.add(name, BenchmarkInfo{"planning", kind, 64, 1});
 }
 
 void register_attnkit(attnkit::bench::Registry& registry, bool causal, index_t dim, int threads, index_t max_n) {
-  register_family(registry, causal ? "causal" : "full", dim, threads, 256, max_n, [=](benchmark::State& state) {
-    time_pattern(state, attnkit::Full{.causal = causal}, dim, threads);
-  });
+  register_family(registry, causal ? "causal" : "full", dim, threads, 256, max_n,
+                  [=](benchmark::State& state) { time_pattern(state, attnkit::Full{.causal = causal}, dim, threads); });
 }
 
 void register_naive(attnkit::bench::Registry& registry, bool causal, index_t dim, int threads, index_t max_n) {
@@ -105,7 +106,12 @@ void register_naive(attnkit::bench::Registry& registry, bool causal, index_t dim
     const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, dim, dim};
     finish(state, n, attnkit::Full{.causal = causal}.cost(shape).flops, threads);
   });
-  if (family != nullptr) family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(3)->ReportAggregatesOnly();
+  if (family != nullptr)
+    family->UseRealTime()
+        ->Unit(benchmark::kMillisecond)
+        ->Complexity(benchmark::oAuto)
+        ->Repetitions(3)
+        ->ReportAggregatesOnly();
   registry.add(name, BenchmarkInfo{"naive_eigen", causal ? "causal" : "full", dim, threads});
 }
 
@@ -122,7 +128,8 @@ void register_reference(attnkit::bench::Registry& registry, index_t dim, index_t
     const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, dim, dim};
     finish(state, n, attnkit::Full{}.cost(shape).flops, 1);
   });
-  if (family != nullptr) family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(1);
+  if (family != nullptr)
+    family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(1);
   registry.add(name, BenchmarkInfo{"reference", "full", dim, 1});
 }
 
@@ -182,7 +189,8 @@ index_t size_flag(int argc, char** argv, std::string_view flag, index_t fallback
 
 int main(int argc, char** argv) try {
   if (has_flag(argc, argv, "--attnkit_list_kinds")) {
-    for (const auto& [kind, label] : attnkit::bench::compared_kinds()) std::printf("%-26s %s\n", kind.c_str(), label.c_str());
+    for (const auto& [kind, label] : attnkit::bench::compared_kinds())
+      std::printf("%-26s %s\n", kind.c_str(), label.c_str());
     return 0;
   }
   const std::string report_path = flag_value(argc, argv, "--attnkit_report", "");
@@ -192,21 +200,23 @@ int main(int argc, char** argv) try {
   range.min_n = size_flag(argc, argv, "--attnkit_min_n", range.min_n);
   range.max_n = size_flag(argc, argv, "--attnkit_max_n", range.max_n);
   if (range.min_n > range.max_n) {
-    throw std::invalid_argument("--attnkit_min_n=" + std::to_string(range.min_n) + " exceeds --attnkit_max_n=" +
-                                std::to_string(range.max_n));
+    throw std::invalid_argument("--attnkit_min_n=" + std::to_string(range.min_n) +
+                                " exceeds --attnkit_max_n=" + std::to_string(range.max_n));
   }
   benchmark::Initialize(&argc, argv);
   const int all_threads = omp_get_max_threads();
   const std::string filter = kinds.empty() ? "" : attnkit::bench::kinds_filter(kinds, all_threads);
   if (!filter.empty() && !benchmark::GetBenchmarkFilter().empty()) {
-    throw std::invalid_argument("--attnkit_kinds=" + kinds + " and --benchmark_filter=" + benchmark::GetBenchmarkFilter() +
-                                ": give one of them");
+    throw std::invalid_argument("--attnkit_kinds=" + kinds +
+                                " and --benchmark_filter=" + benchmark::GetBenchmarkFilter() + ": give one of them");
   }
 
+  attnkit::bench::g_roofs.load_average_at_start = attnkit::bench::detail::load_average();
   attnkit::bench::g_roofs.fma_peak_gflops[1] = attnkit::bench::measure_fma_peak_gflops(1);
   attnkit::bench::g_roofs.fma_peak_gflops[all_threads] = attnkit::bench::measure_fma_peak_gflops(all_threads);
-  std::printf("FMA peak: %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads), %s\n", attnkit::bench::g_roofs.fma_peak_gflops[1],
-              attnkit::bench::g_roofs.fma_peak_gflops[all_threads], all_threads, attnkit::simd::arch_name());
+  std::printf("FMA peak: %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads), %s\n",
+              attnkit::bench::g_roofs.fma_peak_gflops[1], attnkit::bench::g_roofs.fma_peak_gflops[all_threads],
+              all_threads, attnkit::simd::arch_name());
 
   // Every family's own largest n (the n range flags clip them further): quadratic work stops
   // at 16384 (8192 on one thread and at D = 128), the sub-quadratic kinds run to 65536.
@@ -258,11 +268,12 @@ int main(int argc, char** argv) try {
   // The naive baselines to n = 4096 (D = 128: 2048), GFLOP/s of their own (the speedup over
   // them is paired/dense_ratios').
   for (const index_t dim : {index_t{64}, index_t{128}})
-    for (const bool causal : {false, true}) register_naive(registry, causal, dim, all_threads, dim == 64 ? dense_max_n : 2048);
+    for (const bool causal : {false, true})
+      register_naive(registry, causal, dim, all_threads, dim == 64 ? dense_max_n : 2048);
   register_reference(registry, 64, dense_max_n);
   registry.add_section(
       [=](std::ostream& out, const attnkit::bench::ReportData& data) {
-        attnkit::bench::write_kinds_section(out, data, all_threads);
+        attnkit::bench::write_kinds_section(out, data, all_threads, /*whole_suite=*/filter.empty());
       },
       attnkit::bench::SectionScope::kAnyRun);
 
@@ -276,7 +287,8 @@ int main(int argc, char** argv) try {
   // The all-kinds table on the console too: what a run of --attnkit_kinds is for.
   const auto points = attnkit::bench::detail::points_by_family(reporter.runs());
   std::ostringstream table;
-  attnkit::bench::write_kinds_section(table, {reporter.runs(), points, attnkit::bench::g_roofs}, all_threads);
+  attnkit::bench::write_kinds_section(table, {reporter.runs(), points, attnkit::bench::g_roofs}, all_threads,
+                                      /*whole_suite=*/filter.empty());
   std::printf("%s", table.str().c_str());
   if (!report_path.empty()) {
     attnkit::bench::write_report(report_path, registry, reporter.runs(), attnkit::bench::g_roofs, memory_path,

@@ -32,7 +32,8 @@ template <class F>
 void with_sparse_pattern(const std::string& name, index_t n, F&& f) {
   if (name == "window_r256") return f(SlidingWindow::symmetric(256));
   if (name == "dilated_r256_d4") return f(Dilated::symmetric(256, {4}));
-  if (name == "longformer_r256_global1") return f(Union{Dilated::symmetric(256, {1, 1, 2, 2, 3, 3, 4, 4}), Global({0})});
+  if (name == "longformer_r256_global1")
+    return f(Union{Dilated::symmetric(256, {1, 1, 2, 2, 3, 3, 4, 4}), Global({0})});
   if (name == "block64_band5_global1") return f(banded_block_layout(n, 64));
   if (name == "bigbird_b64_r3") return f(BigBird(64, 3, 2024));
   throw std::invalid_argument("unknown sparse pattern name: " + name);

@@ -145,10 +145,15 @@ void time_pattern(benchmark::State& state, const Pattern& pattern, index_t dim, 
 template <class Body>
 void register_family(Registry& registry, const std::string& kind, index_t dim, int threads, index_t first_n,
                      index_t max_n, Body body, const std::string& implementation = "attnkit") {
-  const std::string name = implementation + "/" + kind + "/D:" + std::to_string(dim) + "/threads:" + std::to_string(threads);
+  const std::string name =
+      implementation + "/" + kind + "/D:" + std::to_string(dim) + "/threads:" + std::to_string(threads);
   auto* family = register_at(name, sizes(first_n, max_n), body);
   if (family == nullptr) return;
-  family->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(3)->ReportAggregatesOnly();
+  family->UseRealTime()
+      ->Unit(benchmark::kMillisecond)
+      ->Complexity(benchmark::oAuto)
+      ->Repetitions(3)
+      ->ReportAggregatesOnly();
   registry.add(name, BenchmarkInfo{implementation, kind, dim, threads});
 }
 

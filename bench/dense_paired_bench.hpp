@@ -20,6 +20,7 @@
 #include <Eigen/Core>
 
 #include "attnkit/attnkit.hpp"
+#include "attnkit/eigen.hpp"
 #include "bench_support.hpp"
 #include "machine_roofs.hpp"
 #include "naive_attention.hpp"
@@ -40,11 +41,14 @@ inline constexpr double kPeakTarget = 0.75;
 namespace detail {
 
 /// 1 and `threads` (once when they are equal): the thread counts of the peak rows.
-inline std::vector<int> peak_teams(int threads) { return threads == 1 ? std::vector<int>{1} : std::vector<int>{1, threads}; }
+inline std::vector<int> peak_teams(int threads) {
+  return threads == 1 ? std::vector<int>{1} : std::vector<int>{1, threads};
+}
 
 /// "m% [lo, hi]" or "m x [lo, hi]" of a ratio's counters.
 inline std::string ratio_text(double value, double lo, double hi, double scale, int digits, const std::string& unit) {
-  return fixed(scale * value, digits) + unit + " [" + fixed(scale * lo, digits) + ", " + fixed(scale * hi, digits) + "]";
+  return fixed(scale * value, digits) + unit + " [" + fixed(scale * lo, digits) + ", " + fixed(scale * hi, digits) +
+         "]";
 }
 
 }  // namespace detail
@@ -158,17 +162,18 @@ inline void write_dense_paired_targets(std::ostream& out, const ReportData& data
     std::string what, tag;
     double required;
   };
-  const std::vector<Row> rows{{"full, " + std::to_string(threads) + " threads: speedup over naive Eigen", "naive_speedup", 5},
-                              {"full: " + std::to_string(threads) + " threads over 1 thread", "threads_speedup", 1.8},
-                              {"causal speedup over full (" + std::to_string(threads) + " threads)", "causal_speedup", 1.7}};
+  const std::vector<Row> rows{
+      {"full, " + std::to_string(threads) + " threads: speedup over naive Eigen", "naive_speedup", 5},
+      {"full: " + std::to_string(threads) + " threads over 1 thread", "threads_speedup", 1.8},
+      {"causal speedup over full (" + std::to_string(threads) + " threads)", "causal_speedup", 1.7}};
   for (const Row& row : rows) {
     const auto value = counter(ratios, row.tag);
     out << "| " << row.what << ", paired | "
-        << (value ? detail::ratio_text(*value, *counter(ratios, row.tag + "_min"), *counter(ratios, row.tag + "_max"), 1,
-                                       2, "x")
+        << (value ? detail::ratio_text(*value, *counter(ratios, row.tag + "_min"), *counter(ratios, row.tag + "_max"),
+                                       1, 2, "x")
                   : "not measured")
-        << " | >= " << detail::fixed(row.required, 2) << "x | " << (value ? (*value >= row.required ? "yes" : "NO") : "-")
-        << " |\n";
+        << " | >= " << detail::fixed(row.required, 2) << "x | "
+        << (value ? (*value >= row.required ? "yes" : "NO") : "-") << " |\n";
   }
 }
 
@@ -177,8 +182,9 @@ inline void write_peak_section(std::ostream& out, const ReportData& data, int th
   out << "\n## Full attention against the FMA peak, paired: n = " << kDensePairedN
       << "\n\nPer pair the FMA probe for as many FLOP as the call, then the call; the call's GFLOP/s over the "
          "probe's, median [min, max] of "
-      << kDensePairs << " pairs. GFLOP/s: medians.\n\n| D | threads | GFLOP/s | probe GFLOP/s | % of the FMA peak |\n"
-                        "|---|---|---|---|---|\n";
+      << kDensePairs
+      << " pairs. GFLOP/s: medians.\n\n| D | threads | GFLOP/s | probe GFLOP/s | % of the FMA peak |\n"
+         "|---|---|---|---|---|\n";
   for (const index_t dim : peak_paired_dims()) {
     for (const int team : detail::peak_teams(threads)) {
       const std::string name = "paired/fma_peak/D:" + std::to_string(dim) + "/threads:" + std::to_string(team);

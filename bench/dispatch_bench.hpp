@@ -125,11 +125,14 @@ inline void write_dispatch_section(std::ostream& out, const ReportData& data, in
       << "** here (this CPU runs " << supported << "); this binary's own kernels: " << simd::arch_name()
       << ". Per pair a call of this build and one of the target, in turn first; GFLOP/s medians, ratio = the "
          "target's GFLOP/s over this build's, median [min, max] of "
-      << kDispatchRounds << " pairs per target.\n\n| threads | target | GFLOP/s | this build's GFLOP/s | over this build |\n"
-                        "|---|---|---|---|---|\n";
+      << kDispatchRounds
+      << " pairs per target.\n\n| threads | target | GFLOP/s | this build's GFLOP/s | over this build |\n"
+         "|---|---|---|---|---|\n";
   for (const int team : detail::peak_teams(threads)) {
     const std::string name = "paired/dispatch/D:64/threads:" + std::to_string(team);
-    const auto counter = [&](const std::string& tag) { return detail::find_counter(data.runs, name, kDensePairedN, tag); };
+    const auto counter = [&](const std::string& tag) {
+      return detail::find_counter(data.runs, name, kDensePairedN, tag);
+    };
     for (SimdTarget target : dispatch::supported_simd_targets()) {
       const std::string tag = detail::over_native(target);
       const auto ratio = counter(tag);

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <map>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
@@ -26,7 +26,8 @@ inline constexpr index_t kRpeFeatures[] = {16, 32, 64};
 inline KernelizedRpe benchmark_rpe(index_t m, index_t n, RpeAlgorithm algorithm, RpeFft fft = RpeFft::kLanes) {
   std::vector<float> table(static_cast<std::size_t>(2 * n - 1));
   for (index_t t = -(n - 1); t <= n - 1; ++t) {
-    table[static_cast<std::size_t>(t + n - 1)] = -static_cast<float>(std::abs(static_cast<double>(t)) / static_cast<double>(n));
+    table[static_cast<std::size_t>(t + n - 1)] =
+        -static_cast<float>(std::abs(static_cast<double>(t)) / static_cast<double>(n));
   }
   return KernelizedRpe{.features = m, .bias = RpeBias(n - 1, std::move(table)), .algorithm = algorithm, .fft = fft};
 }
@@ -58,8 +59,9 @@ class TransformProbe {
         data_(2 * simd::kWidth<float> * length_) {
     const simd::FftTwiddles<double> spectrum_twiddles(length_);
     std::vector<double> scratch(static_cast<std::size_t>(2 * length_));
-    kernel::circulant_spectrum<float>(n, n, [](index_t t) { return std::exp(-0.01 * std::abs(static_cast<double>(t))); },
-                                      spectrum_twiddles, scratch.data(), spectrum_.data(), engine != RpeFft::kLanes);
+    kernel::circulant_spectrum<float>(
+        n, n, [](index_t t) { return std::exp(-0.01 * std::abs(static_cast<double>(t))); }, spectrum_twiddles,
+        scratch.data(), spectrum_.data(), engine != RpeFft::kLanes);
 #if defined(ATTNKIT_WITH_FFTW)
     if (engine == RpeFft::kFftw) fftw_.emplace(length_);
 #endif
@@ -109,13 +111,17 @@ inline void write_rpe_section(std::ostream& out, const ReportData& data, int thr
   using detail::fixed;
   const std::string suffix = "/D:64/threads:" + std::to_string(threads);
   const std::string paired = "paired/rpe_vs_full" + suffix, transforms = "paired/rpe_transforms/D:64/threads:1";
-  const auto speedup = [&](index_t n, const std::string& tag) { return detail::find_counter(data.runs, paired, n, tag + "_speedup"); };
+  const auto speedup = [&](index_t n, const std::string& tag) {
+    return detail::find_counter(data.runs, paired, n, tag + "_speedup");
+  };
   const auto tag_of = [](RpeFft engine, const std::string& name, index_t m) {
     return (engine == RpeFft::kLanes ? "" : name + "_") + "m" + std::to_string(m);
   };
   const std::vector<index_t> paired_sizes = sizes(1024, std::min<index_t>(max_n, 16384));
-  out << "\n## FFT-RPE (issue 10): H = 8, D = Dv = 64, PRF, unclipped bias b_t = -|t| / n, " << threads << " threads\n\n"
-      << "Speedup over full softmax attention: paired in one benchmark (full, then the FFT path for each engine and m in "
+  out << "\n## FFT-RPE (issue 10): H = 8, D = Dv = 64, PRF, unclipped bias b_t = -|t| / n, " << threads
+      << " threads\n\n"
+      << "Speedup over full softmax attention: paired in one benchmark (full, then the FFT path for each engine and m "
+         "in "
          "turn), median of the per-pair ratios [min, max] of pairs.\n\n| n | m | FFT path, lanes (ms) |";
   for (const auto& [engine, name] : rpe_engines()) out << " " << name << ": speedup over full |";
   out << "\n|---|---|---|";
@@ -125,11 +131,13 @@ inline void write_rpe_section(std::ostream& out, const ReportData& data, int thr
     for (const index_t m : kRpeFeatures) {
       const Point* call = detail::find_point(data.points, "attnkit/rpe_fft_m" + std::to_string(m) + suffix, n);
       out << "| " << n << " | " << m << " | " << (call ? fixed(call->seconds * 1e3, 1) : "-") << " |";
-      for (const auto& [engine, name] : rpe_engines()) out << " " << detail::paired_speedup(data.runs, paired, n, tag_of(engine, name, m)) << " |";
+      for (const auto& [engine, name] : rpe_engines())
+        out << " " << detail::paired_speedup(data.runs, paired, n, tag_of(engine, name, m)) << " |";
       out << "\n";
     }
   }
-  out << "\nCrossover (the smallest paired n from which every larger paired n has speedup > 1):\n\n| engine | m | crossover n |\n|---|---|---|\n";
+  out << "\nCrossover (the smallest paired n from which every larger paired n has speedup > 1):\n\n| engine | m | "
+         "crossover n |\n|---|---|---|\n";
   for (const auto& [engine, name] : rpe_engines()) {
     for (const index_t m : kRpeFeatures) {
       std::optional<index_t> crossover;
@@ -138,8 +146,8 @@ inline void write_rpe_section(std::ostream& out, const ReportData& data, int thr
         if (!x || *x <= 1) break;
         crossover = *n;
       }
-      out << "| " << name << " | " << m << " | " << (crossover ? std::to_string(*crossover) : "none up to " + std::to_string(paired_sizes.back()))
-          << " |\n";
+      out << "| " << name << " | " << m << " | "
+          << (crossover ? std::to_string(*crossover) : "none up to " + std::to_string(paired_sizes.back())) << " |\n";
     }
   }
   out << "\nThe transform stage alone: one Toeplitz product of a batch (" << simd::kWidth<float>
@@ -170,13 +178,14 @@ inline void write_rpe_section(std::ostream& out, const ReportData& data, int thr
     const auto lo = detail::find_counter(data.runs, scaling, max_n, "exponent_min");
     const auto hi = detail::find_counter(data.runs, scaling, max_n, "exponent_max");
     out << "| FFT path, m = 32: fitted complexity, n = 4096 ... " << max_n << ", sizes interleaved (medians of "
-        << kScalingRounds << " rounds; single rounds " << fixed(lo.value_or(0), 2) << " ... " << fixed(hi.value_or(0), 2)
-        << ") | O(n^" << fixed(*exponent, 2) << ") | exponent <= 1.20 | " << (*exponent <= 1.2 ? "yes" : "NO") << " |\n";
+        << kScalingRounds << " rounds; single rounds " << fixed(lo.value_or(0), 2) << " ... "
+        << fixed(hi.value_or(0), 2) << ") | O(n^" << fixed(*exponent, 2) << ") | exponent <= 1.20 | "
+        << (*exponent <= 1.2 ? "yes" : "NO") << " |\n";
   }
   if (const auto points = data.points.find("attnkit/rpe_fft_m32" + suffix); points != data.points.end()) {
     if (const auto exponent = detail::fitted_exponent(points->second, 4096)) {
       out << "| FFT path, m = 32: fitted complexity, n = 4096 ... " << max_n << ", one family per size (drift "
-          << "included) | O(n^" << fixed(*exponent, 2) << ") | (for comparison) | - |\n";
+          << "included) | " << detail::exponent_text(*exponent) << " | (for comparison) | - |\n";
     }
   }
   for (index_t n : paired_sizes) {
@@ -208,13 +217,15 @@ inline void register_rpe_benchmarks(Registry& registry, int threads, index_t max
   const Options options{.threads = threads};
   for (const index_t m : kRpeFeatures) {
     const index_t last_n = m == 32 ? max_n : std::min<index_t>(max_n, 32768);
-    register_family(registry, "rpe_fft_m" + std::to_string(m), kDim, threads, 1024, last_n, [=](benchmark::State& state) {
-      time_pattern(state, benchmark_rpe(m, state.range(0), RpeAlgorithm::kFft), kDim, threads);
-    });
+    register_family(registry, "rpe_fft_m" + std::to_string(m), kDim, threads, 1024, last_n,
+                    [=](benchmark::State& state) {
+                      time_pattern(state, benchmark_rpe(m, state.range(0), RpeAlgorithm::kFft), kDim, threads);
+                    });
   }
-  register_family(registry, "rpe_direct_m32", kDim, threads, 1024, std::min<index_t>(max_n, 8192), [=](benchmark::State& state) {
-    time_pattern(state, benchmark_rpe(32, state.range(0), RpeAlgorithm::kDirect), kDim, threads);
-  });
+  register_family(registry, "rpe_direct_m32", kDim, threads, 1024, std::min<index_t>(max_n, 8192),
+                  [=](benchmark::State& state) {
+                    time_pattern(state, benchmark_rpe(32, state.range(0), RpeAlgorithm::kDirect), kDim, threads);
+                  });
   register_family(
       registry, "lanes", kDim, 1, 1024, max_n,
       [=](benchmark::State& state) {
@@ -290,37 +301,42 @@ inline void register_rpe_benchmarks(Registry& registry, int threads, index_t max
   // size's median over the rounds, and exponent_min / _max the fits of single rounds. Needs
   // max_n >= 8192 (two sizes).
   const std::string scaling = "paired/rpe_scaling_m32/D:64/threads:" + std::to_string(threads);
-  auto* scaling_family = register_at(scaling, sizes(std::max<index_t>(max_n, 8192), max_n), [=](benchmark::State& state) {
-    const std::vector<index_t> ns = sizes(4096, state.range(0));
-    Inputs in(ns.back(), kDim);  // each size's call reads a prefix
-    std::vector<KernelizedRpe> patterns;
-    for (const index_t n : ns) patterns.push_back(benchmark_rpe(32, n, RpeAlgorithm::kFft));
-    std::vector<std::vector<double>> times(ns.size());
-    std::vector<double> round_exponents;
-    const auto fit = [&](const auto& seconds_of) {
-      std::vector<Point> points;
-      for (std::size_t i = 0; i < ns.size(); ++i) points.push_back(Point{.n = ns[i], .seconds = seconds_of(i)});
-      return detail::fitted_exponent(points, 4096).value_or(0);
-    };
-    for (std::size_t i = 0; i < ns.size(); ++i) call_seconds(patterns[i], in, ns[i], kDim, options);  // warm-up
-    for (auto _ : state) {
-      for (int round = 0; round < kScalingRounds; ++round) {
-        for (std::size_t i = 0; i < ns.size(); ++i) times[i].push_back(call_seconds(patterns[i], in, ns[i], kDim, options));
-        round_exponents.push_back(fit([&](std::size_t i) { return times[i].back(); }));
-      }
-      state.SetIterationTime(median(times.back()));
-    }
-    for (std::size_t i = 0; i < ns.size(); ++i) state.counters["n" + std::to_string(ns[i]) + "_s"] = median(times[i]);
-    const auto [lo, hi] = std::minmax_element(round_exponents.begin(), round_exponents.end());
-    state.counters["rounds"] = kScalingRounds;
-    state.counters["exponent"] = fit([&](std::size_t i) { return median(times[i]); });
-    state.counters["exponent_min"] = *lo;
-    state.counters["exponent_max"] = *hi;
-  });
+  auto* scaling_family =
+      register_at(scaling, sizes(std::max<index_t>(max_n, 8192), max_n), [=](benchmark::State& state) {
+        const std::vector<index_t> ns = sizes(4096, state.range(0));
+        Inputs in(ns.back(), kDim);  // each size's call reads a prefix
+        std::vector<KernelizedRpe> patterns;
+        for (const index_t n : ns) patterns.push_back(benchmark_rpe(32, n, RpeAlgorithm::kFft));
+        std::vector<std::vector<double>> times(ns.size());
+        std::vector<double> round_exponents;
+        const auto fit = [&](const auto& seconds_of) {
+          std::vector<Point> points;
+          for (std::size_t i = 0; i < ns.size(); ++i) points.push_back(Point{.n = ns[i], .seconds = seconds_of(i)});
+          const auto exponent = detail::fitted_exponent(points, 4096);
+          return exponent ? exponent->value : 0.0;
+        };
+        for (std::size_t i = 0; i < ns.size(); ++i) call_seconds(patterns[i], in, ns[i], kDim, options);  // warm-up
+        for (auto _ : state) {
+          for (int round = 0; round < kScalingRounds; ++round) {
+            for (std::size_t i = 0; i < ns.size(); ++i)
+              times[i].push_back(call_seconds(patterns[i], in, ns[i], kDim, options));
+            round_exponents.push_back(fit([&](std::size_t i) { return times[i].back(); }));
+          }
+          state.SetIterationTime(median(times.back()));
+        }
+        for (std::size_t i = 0; i < ns.size(); ++i)
+          state.counters["n" + std::to_string(ns[i]) + "_s"] = median(times[i]);
+        const auto [lo, hi] = std::minmax_element(round_exponents.begin(), round_exponents.end());
+        state.counters["rounds"] = kScalingRounds;
+        state.counters["exponent"] = fit([&](std::size_t i) { return median(times[i]); });
+        state.counters["exponent_min"] = *lo;
+        state.counters["exponent_max"] = *hi;
+      });
   if (scaling_family != nullptr) scaling_family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
   registry.add(scaling, BenchmarkInfo{"paired", "rpe_scaling_m32", kDim, threads});
 
-  registry.add_section([=](std::ostream& out, const ReportData& data) { write_rpe_section(out, data, threads, max_n); });
+  registry.add_section(
+      [=](std::ostream& out, const ReportData& data) { write_rpe_section(out, data, threads, max_n); });
 }
 
 }  // namespace attnkit::bench

@@ -1,35 +1,60 @@
 #pragma once
-// The report's all-kinds section: every kind of the mission side by side, each with its
-// fitted exponent and its crossover n against full attention in the same run.
+// The report's all-kinds section: every registered kind (pattern/kinds.hpp) side by side, each
+// with its fitted exponent and its crossover n against full attention in the same run.
 
 #include <algorithm>
 #include <optional>
-#include <stdexcept>
 #include <ostream>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "attnkit/pattern/kinds.hpp"
 #include "report.hpp"
 
 namespace attnkit::bench {
+
+/// One configuration in the all-kinds table: its family kind (the names --attnkit_kinds
+/// takes), its label, and the registered kind it runs (pattern/kinds.hpp; a Schedule runs
+/// several, a Union none of its own).
+struct ComparedKind {
+  std::string_view family, label, registered;
+};
+inline constexpr ComparedKind kComparedKinds[] = {
+    {"full", "full", "Full"},
+    {"causal", "causal", "Full"},
+    {"window_r256", "window r = 256", "SlidingWindow"},
+    {"dilated_r256_d4", "dilated r = 256, d = 4", "Dilated"},
+    {"longformer_r256_global1", "Longformer r = 256, 1 global", "Global"},
+    {"block64_band5_global1", "block-sparse b = 64", "BlockSparse"},
+    {"bigbird_b64_r3", "BigBird b = 64, r = 3", "BigBird"},
+    {"lsh_r2", "LSH R = 2", "Lsh"},
+    {"linformer_kp256", "Linformer kp = 256", "Linformer"},
+    {"rpe_fft_m32", "FFT-RPE m = 32", "KernelizedRpe"},
+    {"masformer_f1of4_b512", "MASFormer 1 of 4 layers full, b = 512 (per layer)", ""}};
+
+/// Whether every registered kind has a configuration in kComparedKinds.
+constexpr bool every_kind_compared() {
+  for (std::string_view kind : Kinds::names) {
+    bool found = false;
+    for (const ComparedKind& compared : kComparedKinds) found = found || compared.registered == kind;
+    if (!found) return false;
+  }
+  return true;
+}
+static_assert(every_kind_compared(), "a registered kind (pattern/kinds.hpp) has no configuration in kComparedKinds");
 
 /// (family kind, label) of the kinds compared, one configuration each: the names
 /// --attnkit_kinds takes; plot_kinds.py reads the same list from the JSON's context
 /// (kinds_context()).
 inline const std::vector<std::pair<std::string, std::string>>& compared_kinds() {
-  static const std::vector<std::pair<std::string, std::string>> kinds{
-      {"full", "full"},
-      {"causal", "causal"},
-      {"window_r256", "window r = 256"},
-      {"dilated_r256_d4", "dilated r = 256, d = 4"},
-      {"longformer_r256_global1", "Longformer r = 256, 1 global"},
-      {"block64_band5_global1", "block-sparse b = 64"},
-      {"bigbird_b64_r3", "BigBird b = 64, r = 3"},
-      {"lsh_r2", "LSH R = 2"},
-      {"linformer_kp256", "Linformer kp = 256"},
-      {"rpe_fft_m32", "FFT-RPE m = 32"},
-      {"masformer_f1of4_b512", "MASFormer 1 of 4 layers full, b = 512 (per layer)"}};
+  static const std::vector<std::pair<std::string, std::string>> kinds = [] {
+    std::vector<std::pair<std::string, std::string>> all;
+    for (const ComparedKind& compared : kComparedKinds) all.emplace_back(compared.family, compared.label);
+    return all;
+  }();
   return kinds;
 }
 
@@ -57,7 +82,8 @@ inline std::string kinds_filter(const std::string& list, int threads) {
       if (!known) {
         std::string valid;
         for (const auto& kind : compared_kinds()) valid += " " + kind.first;
-        throw std::invalid_argument("--attnkit_kinds: \"" + name + "\" is not a kind; the kinds are \"all\" or" + valid);
+        throw std::invalid_argument("--attnkit_kinds: \"" + name + "\" is not a kind; the kinds are \"all\" or" +
+                                    valid);
       }
       add(name);
       begin = end + 1;
@@ -69,15 +95,15 @@ inline std::string kinds_filter(const std::string& list, int threads) {
 /// First n of a kind's fitted exponent: 4096 (smaller sizes are dominated by fixed costs and
 /// by bands that cover most of the sequence), or a quarter of its largest n when that is
 /// smaller (short runs, --attnkit_max_n); plot_kinds.py fits the same range.
-inline index_t kinds_fit_from(const std::vector<Point>& points) {
-  return std::min<index_t>(4096, points.back().n / 4);
-}
+inline index_t kinds_fit_from(const std::vector<Point>& points) { return std::min<index_t>(4096, points.back().n / 4); }
 
-/// Table: per kind the n range, the fitted exponent (kinds_fit_from), the time and GFLOP/s at
+/// Table: per kind the n range, the fitted exponent (kinds_fit_from; marked when fitted over
+/// fewer than 4 sizes), the time and GFLOP/s at
 /// the largest n full attention ran (16384 in the bench preset), and the crossover: the
 /// smallest n (of those both families ran) from which every larger one is faster than full
-/// attention at the same n, medians of this run.
-inline void write_kinds_section(std::ostream& out, const ReportData& data, int threads) {
+/// attention at the same n, medians of this run. `whole_suite`: the report holds the kinds'
+/// paired sections (not so for --attnkit_kinds runs and bench-quick), which the text cites.
+inline void write_kinds_section(std::ostream& out, const ReportData& data, int threads, bool whole_suite) {
   using detail::fixed;
   const std::string suffix = "/D:64/threads:" + std::to_string(threads);
   const auto full = data.points.find("attnkit/full" + suffix);
@@ -85,10 +111,8 @@ inline void write_kinds_section(std::ostream& out, const ReportData& data, int t
   out << "\n## Every kind side by side: H = 8, D = Dv = 64, " << threads << " threads\n\n"
       << "Medians of whole calls (the families above). Crossover: the smallest n from which the kind is faster than "
          "full attention at every larger n both ran (full runs to "
-      << probe_n
-      << "), from the families' medians, measured minutes apart: an overview, not a paired ratio (the kinds' "
-         "sections above give their speedups over full attention paired). Plots: kinds_time.png and kinds_gflops.png next to this file (bench/plot_kinds.py; needs "
-         "python3-matplotlib).\n\n"
+      << probe_n << "), from the families' medians, measured minutes apart: an overview, not a paired ratio"
+      << (whole_suite ? " (the kinds' sections above give their speedups over full attention paired)" : "") << ".\n\n"
       << "| kind | n | fitted exponent | n = " << probe_n << ": ms | n = " << probe_n
       << ": GFLOP/s | crossover against full |\n|---|---|---|---|---|---|\n";
   for (const auto& [kind, label] : compared_kinds()) {
@@ -110,10 +134,14 @@ inline void write_kinds_section(std::ostream& out, const ReportData& data, int t
       }
     }
     out << "| " << label << " | " << p.front().n << " ... " << p.back().n << " | "
-        << (exponent ? "O(n^" + fixed(*exponent, 2) + "), n >= " + std::to_string(fit_from) : "-") << " | "
-        << (at_probe ? fixed(at_probe->seconds * 1e3, 1) : "-") << " | " << (at_probe ? fixed(at_probe->gflops(), 1) : "-")
-        << " | "
-        << (kind == "full" ? "-" : crossover ? std::to_string(*crossover) : compared ? "none" : "-") << " |\n";
+        << (exponent ? detail::exponent_text(*exponent) + ", n >= " + std::to_string(fit_from) : "-") << " | "
+        << (at_probe ? fixed(at_probe->seconds * 1e3, 1) : "-") << " | "
+        << (at_probe ? fixed(at_probe->gflops(), 1) : "-") << " | "
+        << (kind == "full" ? "-"
+            : crossover    ? std::to_string(*crossover)
+            : compared     ? "none"
+                           : "-")
+        << " |\n";
   }
 }
 

@@ -63,7 +63,7 @@ struct LshInputs {
                                     static_cast<float>(1 / std::sqrt(static_cast<double>(dim))),
                                     parallel::resolve_threads(threads, Full{}.cost(s).flops)};
     kernel::LshPhaseTimes times;
-    lsh.plan(call, kernel::default_tile_shape<float>()).execute(call, &times);
+    lsh.plan(call, TileShape{}).execute(call, &times);
     benchmark::DoNotOptimize(out.data());
     return times;
   }
@@ -92,8 +92,8 @@ inline void time_merge(benchmark::State& state, index_t rounds, index_t dim) {
       for (index_t r = 1; r < rounds; ++r)
         for (index_t t = 0; t < n; ++t) {
           const index_t i = order[static_cast<std::size_t>(t)];
-          lse[static_cast<std::size_t>(i)] = kernel::merge_partial(out.data() + i * dim, lse[static_cast<std::size_t>(i)],
-                                                                   rows.data() + (h * n + t) * dim, 0.25f, dim);
+          lse[static_cast<std::size_t>(i)] = kernel::merge_partial(
+              out.data() + i * dim, lse[static_cast<std::size_t>(i)], rows.data() + (h * n + t) * dim, 0.25f, dim);
         }
     benchmark::DoNotOptimize(out.data());
   }
@@ -153,7 +153,8 @@ inline void register_lsh_benchmarks(Registry& registry, int threads, index_t max
         [=](benchmark::State& state) {
           LshInputs in(kHeads, state.range(0), kDim);
           Lsh lsh = benchmark_lsh(2);
-          if (!factorized) lsh.buckets = Lsh{.max_positions = std::numeric_limits<index_t>::max() / 2}.bucket_factors(in.n)[0];
+          if (!factorized)
+            lsh.buckets = Lsh{.max_positions = std::numeric_limits<index_t>::max() / 2}.bucket_factors(in.n)[0];
           for (auto _ : state) benchmark::DoNotOptimize(lsh.hash<float>(in.view(in.x), Options{.threads = threads}));
           finish(state, in.n, lsh.cost(in.shape()).extra_flops, threads);
         },
@@ -166,7 +167,8 @@ inline void register_lsh_benchmarks(Registry& registry, int threads, index_t max
     const Options options{.threads = threads};
     const auto full_seconds = [&] {
       const auto start = std::chrono::steady_clock::now();
-      attention(Full{}, in.view(in.x), in.view(in.x), in.view(in.v), bhld(in.out.data(), 1, kHeads, in.n, kDim), options);
+      attention(Full{}, in.view(in.x), in.view(in.x), in.view(in.v), bhld(in.out.data(), 1, kHeads, in.n, kDim),
+                options);
       benchmark::DoNotOptimize(in.out.data());
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
@@ -211,7 +213,8 @@ inline void register_lsh_benchmarks(Registry& registry, int threads, index_t max
   };
   const std::vector<Checkpoint> checkpoints{
       {"enwik8", 8, 128, 16384, 65536, Lsh{.chunk = 256, .rounds = 4, .buckets = 512, .causal = true}},
-      {"crime_and_punishment", 2, 64, 131072, 524288, Lsh{.chunk = 64, .rounds = 1, .buckets = {64, 128}, .causal = true}}};
+      {"crime_and_punishment", 2, 64, 131072, 524288,
+       Lsh{.chunk = 64, .rounds = 1, .buckets = {64, 128}, .causal = true}}};
   for (const Checkpoint& checkpoint : checkpoints) {
     const std::string name = "lsh_checkpoint/" + std::string(checkpoint.name) + "/D:" + std::to_string(checkpoint.dim) +
                              "/threads:" + std::to_string(threads);
@@ -249,13 +252,14 @@ inline void register_lsh_benchmarks(Registry& registry, int threads, index_t max
         const Point* merge = rounds > 1 ? at("lsh_merge/" + tag + "/D:64/threads:1", n) : nullptr;
         const auto efficiency = counter(paired, n, tag + "_efficiency");
         std::string factors;
-        for (index_t f : benchmark_lsh(rounds).bucket_factors(n)) factors += (factors.empty() ? "" : " x ") + std::to_string(f);
-        out << "| " << n << " | " << rounds << " | " << factors << " | " << (call ? fixed(call->seconds * 1e3, 2) : "-") << " | "
-            << ms(counter(phases, n, "hashing_ms")) << " | " << ms(counter(phases, n, "sorting_ms")) << " | "
-            << ms(counter(phases, n, "attention_ms")) << " | " << (merge ? fixed(merge->seconds * 1e3, 2) : "-") << " | "
-            << (call ? fixed(call->gflops(), 1) : "-") << " | "
-            << detail::paired_speedup(data.runs, paired, n, tag)
-            << " | " << (efficiency ? fixed(100 * *efficiency, 1) + "%" : "-") << " |\n";
+        for (index_t f : benchmark_lsh(rounds).bucket_factors(n))
+          factors += (factors.empty() ? "" : " x ") + std::to_string(f);
+        out << "| " << n << " | " << rounds << " | " << factors << " | " << (call ? fixed(call->seconds * 1e3, 2) : "-")
+            << " | " << ms(counter(phases, n, "hashing_ms")) << " | " << ms(counter(phases, n, "sorting_ms")) << " | "
+            << ms(counter(phases, n, "attention_ms")) << " | " << (merge ? fixed(merge->seconds * 1e3, 2) : "-")
+            << " | " << (call ? fixed(call->gflops(), 1) : "-") << " | "
+            << detail::paired_speedup(data.runs, paired, n, tag) << " | "
+            << (efficiency ? fixed(100 * *efficiency, 1) + "%" : "-") << " |\n";
       }
     }
     out << "\nHashing alone (Lsh::hash, R = 2): the automatic rule factorizes the count from n = 8192 on "
@@ -267,7 +271,8 @@ inline void register_lsh_benchmarks(Registry& registry, int threads, index_t max
       out << "| " << n << " | " << (automatic ? fixed(automatic->seconds * 1e3, 2) : "-") << " | "
           << (plain ? fixed(plain->seconds * 1e3, 2) : "-") << " |\n";
     }
-    out << "\nPublic checkpoint configurations (causal):\n\n| configuration | H | D | n | call (ms) | GFLOP/s (cost()) |\n"
+    out << "\nPublic checkpoint configurations (causal):\n\n| configuration | H | D | n | call (ms) | GFLOP/s (cost()) "
+           "|\n"
         << "|---|---|---|---|---|---|\n";
     for (const auto& [name, points] : data.points) {
       if (name.rfind("lsh_checkpoint/", 0) != 0) continue;
@@ -283,23 +288,26 @@ inline void register_lsh_benchmarks(Registry& registry, int threads, index_t max
           << (*speedup >= 20 ? "yes" : "NO") << " |\n";
     }
     if (const auto efficiency = counter(paired, 16384, "r2_efficiency")) {
-      out << "| LSH R = 2, n = 16384: chunk attention GFLOP/s per slot pair / full's, paired | " << fixed(100 * *efficiency, 1)
-          << "% | >= 60% | " << (*efficiency >= 0.6 ? "yes" : "NO") << " |\n";
+      out << "| LSH R = 2, n = 16384: chunk attention GFLOP/s per slot pair / full's, paired | "
+          << fixed(100 * *efficiency, 1) << "% | >= 60% | " << (*efficiency >= 0.6 ? "yes" : "NO") << " |\n";
     }
     for (const index_t rounds : kLshRounds) {
       const auto points = data.points.find("attnkit/lsh_r" + std::to_string(rounds) + suffix);
       if (points == data.points.end()) continue;
       if (const auto exponent = detail::fitted_exponent(points->second, 4096)) {
-        out << "| LSH R = " << rounds << ", automatic buckets: fitted complexity, n = 4096 ... " << max_n << " | O(n^"
-            << fixed(*exponent, 2) << ") | exponent <= 1.20 | " << (*exponent <= 1.2 ? "yes" : "NO") << " |\n";
+        out << "| LSH R = " << rounds << ", automatic buckets: fitted complexity, n = 4096 ... " << max_n << " | "
+            << detail::exponent_text(*exponent) << " | exponent <= 1.20 | " << (exponent->value <= 1.2 ? "yes" : "NO")
+            << " |\n";
       }
     }
     for (const bool factorized : {true, false}) {
-      const auto points = data.points.find(std::string("lsh_hash/") + (factorized ? "automatic" : "unfactorized") + suffix);
+      const auto points =
+          data.points.find(std::string("lsh_hash/") + (factorized ? "automatic" : "unfactorized") + suffix);
       if (points == data.points.end()) continue;
       if (const auto exponent = detail::fitted_exponent(points->second, 4096)) {
-        out << "| hashing alone, " << (factorized ? "automatic (factorized)" : "plain count") << " buckets: fitted complexity | O(n^"
-            << fixed(*exponent, 2) << ") | (measured, " << (factorized ? "~n^1.5 / c^0.5" : "~n^2 / c") << " expected) | - |\n";
+        out << "| hashing alone, " << (factorized ? "automatic (factorized)" : "plain count")
+            << " buckets: fitted complexity | " << detail::exponent_text(*exponent) << " | (measured, "
+            << (factorized ? "~n^1.5 / c^0.5" : "~n^2 / c") << " expected) | - |\n";
       }
     }
   });

@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
   if (pattern == "linformer_kp256") linformer = attnkit::Linformer::gaussian(256, n, 1, 2020);
   std::optional<attnkit::KernelizedRpe> rpe;  // its bias table is the model's, like Linformer's E and F
   if (pattern == "rpe_m64") {
-    rpe = attnkit::KernelizedRpe{.features = 64, .bias = attnkit::RpeBias(n - 1, std::vector<float>(2 * n - 1, 0.0f)),
+    rpe = attnkit::KernelizedRpe{.features = 64,
+                                 .bias = attnkit::RpeBias(n - 1, std::vector<float>(2 * n - 1, 0.0f)),
                                  .algorithm = attnkit::RpeAlgorithm::kFft};
   }
   const double before = status_bytes("VmRSS:");

@@ -98,9 +98,9 @@ inline void register_micro_kernels(Registry& registry) {
         simd::score_tile(t.q.data(), TileData::kDim, t.kt.data(), t.keys, TileData::kRows, t.keys, t.s.data(), t.keys);
       };
       const auto values = [&] {
-        simd::accumulate_values<float, simd::ZeroWeights::kMultiply>(t.o.data(), TileData::kDim, t.alpha.data(),
-                                                                     t.s.data(), t.keys, t.v.data(), TileData::kDim,
-                                                                     TileData::kRows, t.keys, TileData::kDim / simd::kWidth<float>);
+        simd::accumulate_values<float, simd::ZeroWeights::kMultiply>(
+            t.o.data(), TileData::kDim, t.alpha.data(), t.s.data(), t.keys, t.v.data(), TileData::kDim, TileData::kRows,
+            t.keys, TileData::kDim / simd::kWidth<float>);
       };
       const bool run_score = which == "score" || which == "tile", run_softmax = which == "softmax" || which == "tile",
                  run_values = which == "values" || which == "tile";
@@ -125,7 +125,8 @@ inline void register_micro_kernels(Registry& registry) {
   registry.add_section([=](std::ostream& out, const ReportData& data) {
     using detail::fixed;
     out << "\n## Micro-kernels alone: one thread, a 32-row query tile, D = Dv = 64\n\n"
-           "keys = 64: every operand in L1 (32 KiB here); keys = 256: the driver's key tile, K^T and V panels of 64 KiB "
+           "keys = 64: every operand in L1 (32 KiB here); keys = 256: the driver's key tile, K^T and V panels of 64 "
+           "KiB "
            "(L2). softmax counts 3 FLOP per score (a rate, exp2 not expanded); tile = score + softmax + values, FLOP "
            "of score and values. GFLOP/s: median of the repetitions; % of the FMA peak: median of 15 pairs (the probe "
            "for as many FLOP, then the kernel).\n\n| kernel | keys | GFLOP/s | % of the 1-thread FMA peak, paired |\n"

@@ -8,12 +8,13 @@
 #include <Eigen/Core>
 
 #include "attnkit/attnkit.hpp"
+#include "attnkit/eigen.hpp"
 
 namespace attnkit::bench {
 
 /// q, k, v, out: contiguous [H, n, D] (B = 1). `scores` is caller-owned [n x n] scratch.
-inline void naive_eigen_attention(const float* q, const float* k, const float* v, float* out, index_t heads,
-                                  index_t n, index_t dim, bool causal, RowMatrix<float>& scores) {
+inline void naive_eigen_attention(const float* q, const float* k, const float* v, float* out, index_t heads, index_t n,
+                                  index_t dim, bool causal, RowMatrix<float>& scores) {
   using Map = Eigen::Map<const RowMatrix<float>>;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
   for (index_t h = 0; h < heads; ++h) {

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Plots every attention kind's benchmark families from attnkit_bench's Google Benchmark JSON.
 
-    plot_kinds.py BENCHMARKS_JSON OUTPUT_DIR
+    plot_kinds.py BENCHMARKS_JSON OUTPUT_DIR [REPORT_MD]
 
 Writes OUTPUT_DIR/kinds_time.png (time of one call against n, log-log, each kind with its
 fitted exponent over n >= min(4096, its largest n / 4)) and OUTPUT_DIR/kinds_gflops.png
 (GFLOP/s on the attended pairs' FLOP, 2 pairs (D + Dv) plus a kind's extra work, against n).
 Reads the median of the repetitions of each family attnkit/<kind>/D:64/threads:<all>, for the
-kinds the JSON's context lists (attnkit_kinds). Without matplotlib (Debian: apt-get install
--y python3-matplotlib) it says so and exits 0: the report does not need it.
+kinds the JSON's context lists (attnkit_kinds). With REPORT_MD, appends the names of the
+plots it wrote to that report (so a report names only plots that exist). Without matplotlib
+(Debian: apt-get install -y python3-matplotlib) it says so, naming the interpreter, and exits
+0: the report does not need it.
 """
 import json
 import math
@@ -51,7 +53,7 @@ def exponent(points):
 
 
 def main(argv):
-    if len(argv) != 3:
+    if len(argv) not in (3, 4):
         print(__doc__)
         return 2
     with open(argv[1]) as f:
@@ -62,10 +64,12 @@ def main(argv):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("plot_kinds.py: matplotlib is missing (apt-get install -y python3-matplotlib); no plots written")
+        print(f"plot_kinds.py: {sys.executable} has no matplotlib (Debian: apt-get install -y python3-matplotlib, "
+              "for /usr/bin/python3); no plots written")
         return 0
     threads = data["context"]["num_cpus"]
     found = families(data["benchmarks"], threads)
+    written = []
     cpu = f'{data["context"].get("host_name", "")}: {threads} CPUs, {data["context"].get("mhz_per_cpu", 0)} MHz'
     for name, column, ylabel in (("kinds_time.png", 1, "time of one call (s)"),
                                  ("kinds_gflops.png", 2, "GFLOP/s (attended pairs' FLOP)")):
@@ -90,6 +94,10 @@ def main(argv):
         figure.tight_layout()
         figure.savefig(f"{argv[2]}/{name}", dpi=110)
         print(f"plot_kinds.py: wrote {argv[2]}/{name}")
+        written.append(name)
+    if len(argv) == 4 and written:
+        with open(argv[3], "a") as report:
+            report.write(f"\nPlots of the families above (bench/plot_kinds.py): {', '.join(written)} next to this file.\n")
     return 0
 
 

@@ -33,9 +33,11 @@ struct BenchmarkInfo {
   int threads = 1;
 };
 
-/// Roofs measured by this run before the benchmarks (threads -> GFLOP/s).
+/// What this run measured of the machine before the benchmarks: the FMA roofs (threads ->
+/// GFLOP/s) and the load average (/proc/loadavg's 1, 5 and 15 minute figures).
 struct Roofs {
   std::map<int, double> fma_peak_gflops;
+  std::string load_average_at_start;
 };
 
 struct Point;
@@ -102,11 +104,13 @@ struct Point {
 
 namespace detail {
 
-inline std::map<std::string, std::vector<Point>> points_by_family(const std::vector<benchmark::BenchmarkReporter::Run>& runs) {
+inline std::map<std::string, std::vector<Point>> points_by_family(
+    const std::vector<benchmark::BenchmarkReporter::Run>& runs) {
   std::map<std::string, std::vector<Point>> result;
   for (const auto& run : runs) {
     if (run.error_occurred || run.report_big_o || run.report_rms) continue;
-    const bool median = run.run_type == benchmark::BenchmarkReporter::Run::RT_Aggregate && run.aggregate_name == "median";
+    const bool median =
+        run.run_type == benchmark::BenchmarkReporter::Run::RT_Aggregate && run.aggregate_name == "median";
     const bool single = run.run_type == benchmark::BenchmarkReporter::Run::RT_Iteration && run.repetitions <= 1;
     // Paired benchmarks carry ratios, not FLOP: sections read them through find_counter.
     if ((!median && !single) || !run.counters.count("flop")) continue;
@@ -119,9 +123,15 @@ inline std::map<std::string, std::vector<Point>> points_by_family(const std::vec
   return result;
 }
 
+/// A fitted complexity exponent and the number of sizes it was fitted over.
+struct Exponent {
+  double value;
+  int sizes;
+};
+
 /// Least-squares slope of log(time) against log(n) over the points with n >= first_n (smaller
 /// sizes are dominated by fixed costs): the fitted complexity exponent.
-inline std::optional<double> fitted_exponent(const std::vector<Point>& points, index_t first_n) {
+inline std::optional<Exponent> fitted_exponent(const std::vector<Point>& points, index_t first_n) {
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   int count = 0;
   for (const Point& p : points) {
@@ -130,8 +140,12 @@ inline std::optional<double> fitted_exponent(const std::vector<Point>& points, i
     sx += x, sy += y, sxx += x * x, sxy += x * y, ++count;
   }
   if (count < 2) return std::nullopt;
-  return (count * sxy - sx * sy) / (count * sxx - sx * sx);
+  return Exponent{(count * sxy - sx * sy) / (count * sxx - sx * sx), count};
 }
+
+/// Sizes below which a fitted exponent is marked as weak (two or three points fit almost
+/// any slope the noise gives them).
+inline constexpr int kTrustedFitSizes = 4;
 
 /// Smallest n of a family's complexity fit: 1024, and 4096 for the sparse patterns, whose
 /// bands (up to 2049 tokens for the radius-256 dilation-4 window) cover most of a shorter
@@ -162,6 +176,12 @@ inline std::string fixed(double value, int digits) {
   return out.str();
 }
 
+/// "O(n^1.02)", or "O(n^1.02) (3 sizes only)" when fitted over fewer than kTrustedFitSizes.
+inline std::string exponent_text(const Exponent& exponent) {
+  return "O(n^" + fixed(exponent.value, 2) + ")" +
+         (exponent.sizes < kTrustedFitSizes ? " (" + std::to_string(exponent.sizes) + " sizes only)" : "");
+}
+
 /// Counter `name` of family `function` at n (its median aggregate, or its single run).
 inline std::optional<double> find_counter(const std::vector<benchmark::BenchmarkReporter::Run>& runs,
                                           const std::string& function, index_t n, const std::string& name) {
@@ -188,18 +208,21 @@ inline std::string paired_speedup(const std::vector<benchmark::BenchmarkReporter
          fixed(*find_counter(runs, function, n, "pairs"), 0);
 }
 
-/// "model name" of /proc/cpuinfo, the logical CPUs and cpu0's data and unified caches as
-/// /sys/devices/system/cpu/cpu0/cache reports them (what lscpu shows; sysconf's figures can
-/// be the host's in a VM).
+/// The CPU as lscpu names it: "model name", vendor, family, model and stepping of
+/// /proc/cpuinfo's first processor, the logical CPUs and cpu0's data and unified caches as
+/// /sys/devices/system/cpu/cpu0/cache reports them (sysconf's figures can be the host's in a
+/// VM).
 inline std::string cpu_description() {
-  std::string model = "unknown model";
+  std::map<std::string, std::string> fields;
   std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
+  for (std::string line; std::getline(cpuinfo, line) && !line.empty();) {
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    fields.emplace(key, colon + 2 <= line.size() ? line.substr(colon + 2) : "");
   }
+  const auto field = [&](const std::string& key) { return fields.count(key) ? fields.at(key) : std::string("?"); };
   std::string caches;
   for (int index = 0; index < 8; ++index) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
@@ -208,7 +231,41 @@ inline std::string cpu_description() {
     if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size) || type == "Instruction") continue;
     caches += ", L" + level + (type == "Data" ? "d " : " ") + size;
   }
-  return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " logical CPUs" + caches;
+  return field("model name") + " (" + field("vendor_id") + ", family " + field("cpu family") + ", model " +
+         field("model") + ", stepping " + field("stepping") + "), " +
+         std::to_string(std::thread::hardware_concurrency()) + " logical CPUs" + caches;
+}
+
+/// The compiler that built the benchmark, by name and version.
+inline std::string compiler_description() {
+#if defined(__clang__)
+  return "clang " __clang_version__;
+#elif defined(__GNUC__)
+  return "GCC " __VERSION__;
+#else
+  return __VERSION__;
+#endif
+}
+
+/// /proc/loadavg's 1, 5 and 15 minute load averages ("?" where there is none).
+inline std::string load_average() {
+  std::ifstream file("/proc/loadavg");
+  std::string one, five, fifteen;
+  if (!(file >> one >> five >> fifteen)) return "?";
+  return one + " " + five + " " + fifteen;
+}
+
+/// The report's warning when the all-threads FMA probe is below 1.8x the one-thread probe on
+/// two or more threads: another process had a core, and every figure of the run is suspect.
+inline std::string shared_machine_warning(const Roofs& roofs) {
+  if (roofs.fma_peak_gflops.size() < 2) return "";
+  const auto& [threads, all] = *roofs.fma_peak_gflops.rbegin();
+  const double one = roofs.fma_peak_gflops.begin()->second;
+  constexpr double kMinimumScaling = 1.8;
+  if (threads < 2 || one <= 0 || all >= kMinimumScaling * one) return "";
+  return "\n**Warning: the " + std::to_string(threads) + "-thread FMA probe reached only " + fixed(all / one, 2) +
+         "x the 1-thread probe (below " + fixed(kMinimumScaling, 1) +
+         "x): someone else was using the machine; this run's figures are suspect.**\n";
 }
 
 }  // namespace detail
@@ -226,8 +283,10 @@ inline void write_report(const std::string& path, const Registry& registry,
   std::ofstream out(path);
   const char* bind = std::getenv("OMP_PROC_BIND");
   out << "# attnkit benchmark report\n\n"
-      << "- compiler: " << __VERSION__ << "\n- flags: `" << ATTNKIT_BENCH_FLAGS << "`\n"
+      << "- compiler: " << detail::compiler_description() << "\n- flags: `" << ATTNKIT_BENCH_FLAGS << "`\n"
       << "- CPU: " << detail::cpu_description() << "\n"
+      << "- load average (1, 5, 15 minutes): " << roofs.load_average_at_start << " at the start, "
+      << detail::load_average() << " at the end\n"
       << "- SIMD: " << simd::arch_name() << " (" << simd::kWidth<float> << " floats per vector)\n"
       << "- OMP_PROC_BIND: " << (bind ? bind : "unset") << "\n"
       << "- method: Google Benchmark, real time, median of the repetitions; FLOP = 2 * attended pairs * (D + Dv)"
@@ -236,6 +295,7 @@ inline void write_report(const std::string& path, const Registry& registry,
   out << "## Roofs measured in this run\n\n| roof | threads | GFLOP/s |\n|---|---|---|\n";
   for (const auto& [threads, gflops] : roofs.fma_peak_gflops)
     out << "| FMA peak (independent fma chains) | " << threads << " | " << fixed(gflops, 1) << " |\n";
+  out << detail::shared_machine_warning(roofs);
   for (const auto& name : registry.names()) {
     const BenchmarkInfo& info = registry.info(name);
     if (info.implementation != "roof" || !points.count(name)) continue;
@@ -259,7 +319,8 @@ inline void write_report(const std::string& path, const Registry& registry,
     }
     const index_t first_n = detail::fit_from(info);
     if (const auto exponent = detail::fitted_exponent(points.at(name), first_n))
-      out << "\nfitted complexity (log-log slope of time over n >= " << first_n << "): O(n^" << fixed(*exponent, 2) << ")\n";
+      out << "\nfitted complexity (log-log slope of time over n >= " << first_n
+          << "): " << detail::exponent_text(*exponent) << "\n";
   }
 
   const ReportData data{runs, points, roofs};
@@ -285,15 +346,17 @@ inline void write_report(const std::string& path, const Registry& registry,
         std::find(sparse_kinds.begin(), sparse_kinds.end(), info.kind) == sparse_kinds.end()) {
       continue;
     }
-    if (const auto exponent = points.count(name) ? detail::fitted_exponent(points.at(name), detail::fit_from(info)) : std::nullopt) {
-      out << "| " << info.kind << ": fitted complexity | O(n^" << fixed(*exponent, 2) << ") | O(n): exponent <= 1.15 | "
-          << (*exponent <= 1.15 ? "yes" : "NO") << " |\n";
+    if (const auto exponent =
+            points.count(name) ? detail::fitted_exponent(points.at(name), detail::fit_from(info)) : std::nullopt) {
+      out << "| " << info.kind << ": fitted complexity | " << detail::exponent_text(*exponent)
+          << " | O(n): exponent <= 1.15 | " << (exponent->value <= 1.15 ? "yes" : "NO") << " |\n";
     }
     const Point* sparse = detail::find_point(points, name, 16384);
     const Point* planning = detail::find_point(points, detail::family_name("planning", info.kind, 64, 1), 16384);
     if (planning && sparse) {
-      out << "| " << info.kind << ", n=16384: planning time / attention time | " << fixed(100 * planning->seconds / sparse->seconds, 2)
-          << "% | < 5.00% | " << (planning->seconds < 0.05 * sparse->seconds ? "yes" : "NO") << " |\n";
+      out << "| " << info.kind << ", n=16384: planning time / attention time | "
+          << fixed(100 * planning->seconds / sparse->seconds, 2) << "% | < 5.00% | "
+          << (planning->seconds < 0.05 * sparse->seconds ? "yes" : "NO") << " |\n";
     }
   }
 
@@ -301,7 +364,8 @@ inline void write_report(const std::string& path, const Registry& registry,
 
   if (!memory_path.empty()) {
     std::ifstream memory(memory_path);
-    out << "\n## Extra memory of one call\n\n" << (memory ? std::string(std::istreambuf_iterator<char>(memory), {}) : "not measured\n");
+    out << "\n## Extra memory of one call\n\n"
+        << (memory ? std::string(std::istreambuf_iterator<char>(memory), {}) : "not measured\n");
   }
 }
 

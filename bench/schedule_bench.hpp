@@ -18,8 +18,9 @@ inline constexpr index_t kScheduleBlock = 512;     // causal block attention in 
 /// The benchmarked schedule at n: Schedule::masformer(4, 1, causal blocks of 512), the same
 /// share of full layers as examples/masformer's default (3 of 12), in a third of the time.
 inline Schedule benchmark_schedule(index_t n) {
-  return Schedule::masformer(kScheduleLayers, kScheduleFullLayers,
-                             BlockSparse::local(kScheduleBlock, attnkit::detail::ceil_div(n, kScheduleBlock), /*causal=*/true));
+  return Schedule::masformer(
+      kScheduleLayers, kScheduleFullLayers,
+      BlockSparse::local(kScheduleBlock, attnkit::detail::ceil_div(n, kScheduleBlock), /*causal=*/true));
 }
 
 /// Registers attnkit/masformer_f1of4_b512, n = 1024 ... max_n (median of 3 repetitions): one
@@ -28,8 +29,8 @@ inline Schedule benchmark_schedule(index_t n) {
 /// that the schedule compares with one call of every other kind.
 inline void register_schedule_benchmarks(Registry& registry, int threads, index_t max_n) {
   constexpr index_t kDim = 64;
-  const std::string kind = "masformer_f" + std::to_string(kScheduleFullLayers) + "of" + std::to_string(kScheduleLayers) +
-                           "_b" + std::to_string(kScheduleBlock);
+  const std::string kind = "masformer_f" + std::to_string(kScheduleFullLayers) + "of" +
+                           std::to_string(kScheduleLayers) + "_b" + std::to_string(kScheduleBlock);
   const std::string name = "attnkit/" + kind + "/D:64/threads:" + std::to_string(threads);
   auto* family = register_at(name, sizes(1024, max_n), [=](benchmark::State& state) {
     const index_t n = state.range(0);
@@ -47,7 +48,11 @@ inline void register_schedule_benchmarks(Registry& registry, int threads, index_
     finish(state, n, schedule.cost({1, kHeads, kHeads, n, n, kDim, kDim}).total.flops / layers, threads);
   });
   if (family == nullptr) return;
-  family->UseManualTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oAuto)->Repetitions(3)->ReportAggregatesOnly();
+  family->UseManualTime()
+      ->Unit(benchmark::kMillisecond)
+      ->Complexity(benchmark::oAuto)
+      ->Repetitions(3)
+      ->ReportAggregatesOnly();
   registry.add(name, BenchmarkInfo{"attnkit", kind, kDim, threads});
 }
 

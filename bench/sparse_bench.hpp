@@ -79,8 +79,9 @@ inline void register_sparse_paired(Registry& registry, int threads) {
       const auto efficiency = counter(kind + "_efficiency");
       if (!efficiency) continue;
       out << "| " << kind << ": GFLOP/s per attended pair / full's | " << fixed(100 * *efficiency, 1) << "% ["
-          << fixed(100 * *counter(kind + "_efficiency_min"), 1) << ", " << fixed(100 * *counter(kind + "_efficiency_max"), 1)
-          << "] | >= 90% | " << (*efficiency >= 0.9 ? "yes" : "NO") << " |\n";
+          << fixed(100 * *counter(kind + "_efficiency_min"), 1) << ", "
+          << fixed(100 * *counter(kind + "_efficiency_max"), 1) << "] | >= 90% | "
+          << (*efficiency >= 0.9 ? "yes" : "NO") << " |\n";
     }
     if (const auto ratio = counter("dilated_over_window")) {
       out << "| dilated_r256_d4 time / window_r256 time | " << fixed(*ratio, 2) << "x | <= 1.05x | "

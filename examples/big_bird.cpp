@@ -3,11 +3,11 @@
 // counter-based generator keyed by (seed, layer, head, row): the table is the same for any
 // thread count. Prints part of the random table and a picture of the blocks, then checks the
 // result against the float64 reference and across thread counts. Built and run by ctest.
-#include <attnkit/attnkit.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <vector>
+
+#include <attnkit/attnkit.hpp>
 
 int main() {
   const long B = 1, H = 4, L = 2048, D = 64, block = 64;
@@ -17,8 +17,9 @@ int main() {
   const long blocks = L / block;
   const std::vector<attnkit::index_t> table = big_bird.random_table(H, blocks);
   std::printf("random key blocks of head 0, block rows 1-4:");
-  for (long p = 1; p <= 4; ++p) std::printf(" {%ld %ld %ld}", static_cast<long>(table[p * 3]),
-                                             static_cast<long>(table[p * 3 + 1]), static_cast<long>(table[p * 3 + 2]));
+  for (long p = 1; p <= 4; ++p)
+    std::printf(" {%ld %ld %ld}", static_cast<long>(table[p * 3]), static_cast<long>(table[p * 3 + 1]),
+                static_cast<long>(table[p * 3 + 2]));
   std::printf("\nhead 0, one character per block ('#' attended):\n%s",
               attnkit::ascii_view(big_bird, shape, 0, /*max_cells=*/blocks).c_str());
   const attnkit::PatternCost cost = big_bird.cost(shape);
@@ -26,7 +27,8 @@ int main() {
               cost.flops * 1e-9);
 
   std::vector<float> q(B * H * L * D), k(q.size()), v(q.size()), out(q.size()), one_thread(q.size()), ref(q.size());
-  for (std::size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.1f * i), k[i] = std::cos(0.3f * i), v[i] = std::sin(0.7f * i);
+  for (std::size_t i = 0; i < q.size(); ++i)
+    q[i] = std::sin(0.1f * i), k[i] = std::cos(0.3f * i), v[i] = std::sin(0.7f * i);
   auto view = [&](std::vector<float>& x) { return attnkit::bhld(x.data(), B, H, L, D); };
   attnkit::attention(big_bird, view(q), view(k), view(v), view(out));
   attnkit::attention(big_bird, view(q), view(k), view(v), view(one_thread), attnkit::Options{.threads = 1});

@@ -3,11 +3,11 @@
 // initialised E and F (one pair shared by all heads), then softmax attention over the
 // projected keys. Prints the work split from cost(), checks the result against the float64
 // reference and the projections against project(). Built and run by ctest.
-#include <attnkit/attnkit.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <vector>
+
+#include <attnkit/attnkit.hpp>
 
 int main() {
   const long B = 2, H = 4, L = 2048, D = 64, kp = 128, n_max = 4096;
@@ -20,7 +20,8 @@ int main() {
               cost.flops * 1e-9, cost.extra_flops * 1e-9, attnkit::Full{}.cost({B, H, H, L, L, D, D}).flops * 1e-9);
 
   std::vector<float> q(B * H * L * D), k(q.size()), v(q.size()), out(q.size()), ref(q.size());
-  for (std::size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.1f * i), k[i] = std::cos(0.3f * i), v[i] = std::sin(0.7f * i);
+  for (std::size_t i = 0; i < q.size(); ++i)
+    q[i] = std::sin(0.1f * i), k[i] = std::cos(0.3f * i), v[i] = std::sin(0.7f * i);
   for (long h = 0; h < H; ++h)  // padding holds garbage, as it may in a real batch
     for (long j = 1500; j < L; ++j) k[((1 * H + h) * L + j) * D] = v[((1 * H + h) * L + j) * D] = NAN;
   auto view = [&](std::vector<float>& x) { return attnkit::bhld(x.data(), B, H, L, D); };

@@ -2,11 +2,11 @@
 // each side), a dilation per head (1 on the first heads, 2 and 4 on the last), a global [CLS]
 // token at position 0 with its own query/key/value projections. Checks the result against
 // the float64 reference assembled from SPEC.md section 4. Built and run by ctest.
-#include <attnkit/attnkit.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <vector>
+
+#include <attnkit/attnkit.hpp>
 
 int main() {
   const long B = 1, H = 8, L = 2048, D = 64;

@@ -7,10 +7,6 @@
 //   masformer [n = 2048] [layers = 12] [full_layers = 3] [block = 512] [--check]
 // --check (ctest, small n) compares every layer's attention with attnkit::reference on the
 // same inputs and fails on a mismatch.
-#include <attnkit/attnkit.hpp>
-
-#include <Eigen/Core>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,6 +16,9 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <Eigen/Core>
+#include <attnkit/attnkit.hpp>
 
 namespace {
 
@@ -57,7 +56,8 @@ double since(std::chrono::steady_clock::time_point start) {
 
 /// One forward pass; with `check`, each layer's attention against the float64 reference
 /// (SPEC.md section 11: |d| <= 2e-5 max|V| + 1e-4 |reference|), returning false on a mismatch.
-bool forward(const attnkit::Schedule& schedule, const std::vector<LayerWeights>& weights, Matrix x, bool check, Pass& pass) {
+bool forward(const attnkit::Schedule& schedule, const std::vector<LayerWeights>& weights, Matrix x, bool check,
+             Pass& pass) {
   const auto start = std::chrono::steady_clock::now();
   bool ok = true;
   pass.attention_ms.clear();
@@ -70,8 +70,7 @@ bool forward(const attnkit::Schedule& schedule, const std::vector<LayerWeights>&
     pass.attention_ms.push_back(since(attention_start));
     if (check) {
       Matrix ref(x.rows(), kModel);
-      attnkit::reference::attention(schedule.at(l), heads_of(q), heads_of(k), heads_of(v),
-                                    heads_of(ref));
+      attnkit::reference::attention(schedule.at(l), heads_of(q), heads_of(k), heads_of(v), heads_of(ref));
       const double v_max = v.cwiseAbs().maxCoeff();
       for (long e = 0; e < o.size(); ++e) {
         if (!(std::abs(o.data()[e] - ref.data()[e]) <= 2e-5 * v_max + 1e-4 * std::abs(ref.data()[e]))) {
@@ -110,7 +109,8 @@ int main(int argc, char** argv) {
   const attnkit::BlockSparse blocks = attnkit::BlockSparse::local(block, (n + block - 1) / block, /*causal=*/true);
   const std::vector<std::pair<std::string, attnkit::Schedule>> schedules{
       {"all-full", attnkit::Schedule::masformer(layers, layers, blocks)},
-      {"MASFormer, " + std::to_string(full_layers) + " full", attnkit::Schedule::masformer(layers, full_layers, blocks)},
+      {"MASFormer, " + std::to_string(full_layers) + " full",
+       attnkit::Schedule::masformer(layers, full_layers, blocks)},
       {"all-block", attnkit::Schedule::masformer(layers, 0, blocks)}};
 
   std::mt19937 generator(2023);
@@ -140,8 +140,8 @@ int main(int argc, char** argv) {
   }
 
   const attnkit::AttentionShape shape{1, kHeads, kHeads, n, n, kHeadDim, kHeadDim};
-  std::printf("Causal decoder stack: n = %ld, %ld layers, %ld heads of %ld, causal block attention b = %ld\n\n", n, layers,
-              kHeads, kHeadDim, block);
+  std::printf("Causal decoder stack: n = %ld, %ld layers, %ld heads of %ld, causal block attention b = %ld\n\n", n,
+              layers, kHeads, kHeadDim, block);
   std::printf("| layer |");
   for (const auto& [name, schedule] : schedules) std::printf(" %s: attention (ms) |", name.c_str());
   std::printf("\n|---|---|---|---|\n");
@@ -166,8 +166,9 @@ int main(int argc, char** argv) {
   for (double ms : attention_total) std::printf(" %.1f%% |", 100 * ms / attention_total[0]);
   const double predicted = 100 * (1 - schedules[1].second.cost(shape).flops_fraction());
   const double measured = 100 * (1 - attention_total[1] / attention_total[0]);
-  std::printf("\n\nMASFormer (%ld of %ld layers full): attention-time cut predicted %.1f%%, measured %.1f%% (%+.1f points)\n",
-              full_layers, layers, predicted, measured, measured - predicted);
+  std::printf(
+      "\n\nMASFormer (%ld of %ld layers full): attention-time cut predicted %.1f%%, measured %.1f%% (%+.1f points)\n",
+      full_layers, layers, predicted, measured, measured - predicted);
   if (check) std::printf("every layer's attention matches attnkit::reference: %s\n", ok ? "yes" : "NO");
   return ok ? 0 : 1;
 }

@@ -4,11 +4,11 @@
 //
 //   pattern_gallery OUTPUT_DIRECTORY
 
-#include <attnkit/attnkit.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <string>
+
+#include <attnkit/attnkit.hpp>
 
 namespace {
 
@@ -40,8 +40,8 @@ bool write_picture(const std::string& directory, const std::string& name, const 
       }
       attnkit::index_t end = j;
       while (end < kTokens && mask.multiplicity(head, i, end) > 0) ++end;
-      svg << "<rect x=\"" << j * kCell << "\" y=\"" << i * kCell << "\" width=\"" << (end - j) * kCell
-          << "\" height=\"" << kCell << "\"/>\n";
+      svg << "<rect x=\"" << j * kCell << "\" y=\"" << i * kCell << "\" width=\"" << (end - j) * kCell << "\" height=\""
+          << kCell << "\"/>\n";
       j = end;
     }
   }

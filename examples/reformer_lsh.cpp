@@ -11,11 +11,11 @@
 // `random_rotations` of shape [H, D, R, sum(num_buckets) / 2] that HF draws per call (fixed by
 // config.hash_seed), can be copied into Lsh::rotations as they are, in that order, to
 // reproduce their buckets exactly.
-#include <attnkit/attnkit.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <vector>
+
+#include <attnkit/attnkit.hpp>
 
 int main() {
   const long B = 1, H = 2, L = 4096, D = 64;
@@ -24,13 +24,15 @@ int main() {
 
   const attnkit::kernel::LshBucketLayout layout = lsh.bucket_layout(L);
   const attnkit::PatternCost cost = lsh.cost({B, H, H, L, L, D, D});
-  std::printf("LSH over n = %ld: %ld buckets (%zu factors, %ld rotation columns per round), %.3f GFLOP of which hashing "
-              "%.3f (full attention: %.2f)\n",
-              L, layout.buckets, layout.factors.size(), layout.columns, cost.flops * 1e-9, cost.extra_flops * 1e-9,
-              attnkit::Full{.causal = true}.cost({B, H, H, L, L, D, D}).flops * 1e-9);
+  std::printf(
+      "LSH over n = %ld: %ld buckets (%zu factors, %ld rotation columns per round), %.3f GFLOP of which hashing "
+      "%.3f (full attention: %.2f)\n",
+      L, layout.buckets, layout.factors.size(), layout.columns, cost.flops * 1e-9, cost.extra_flops * 1e-9,
+      attnkit::Full{.causal = true}.cost({B, H, H, L, L, D, D}).flops * 1e-9);
 
   std::vector<float> x(B * H * L * D), v(x.size()), out(x.size()), ref(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * i) + 0.3f * std::cos(1.3f * i), v[i] = std::sin(0.7f * i);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(0.37f * i) + 0.3f * std::cos(1.3f * i), v[i] = std::sin(0.7f * i);
   auto view = [&](std::vector<float>& t) { return attnkit::bhld(t.data(), B, H, L, D); };
 
   // The bucket ids are inspectable, ids(b, h, r, i); the reference is given the same ids.

@@ -5,7 +5,20 @@
 
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/concepts.hpp"
+#include "attnkit/core/cost.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/global_projections.hpp"
+#include "attnkit/pattern/dilated.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/global.hpp"
+#include "attnkit/pattern/global_projections.hpp"
+#include "attnkit/pattern/sliding_window.hpp"
+#include "attnkit/pattern/union.hpp"
+#include "attnkit/reference/attention.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -75,6 +88,34 @@ TEST(GlobalProjections, BitwiseIdenticalAcrossThreadCounts) {
   EXPECT_EQ(one.data, two.data);
   EXPECT_EQ(one.data, three.data);
   EXPECT_EQ(lse_one.data, lse_two.data);
+}
+
+static_assert(AttentionPattern<WithGlobalProjections<Global, float>> &&
+                  PlansFor<WithGlobalProjections<Global, float>, float> &&
+                  !PlansFor<WithGlobalProjections<Global, float>, double>,
+              "a pattern holding float projections plans float calls only");
+
+/// The projections as a pattern, through attnkit::attention itself: the same bits as the
+/// overload taking them as an argument, and its cost is the pattern's plus the global pass.
+TEST(GlobalProjections, AreAPatternThroughTheFrontDoor) {
+  const AttentionShape s{1, 4, 2, 260, 260, 16, 24};
+  const Union longformer{SlidingWindow::symmetric(12), Global({0, 100})};
+  const Problem<float> local = make_problem<float>(s, InputSet::kNormal, 98);
+  const Problem<float> global = make_problem<float>(s, InputSet::kNormal, 99);
+  const GlobalProjections<float> projections{global.q.cview(), global.k.cview(), global.v.cview()};
+  const WithGlobalProjections<Union<SlidingWindow, Global>, float> pattern{longformer, projections};
+  Tensor<float> as_pattern(1, 4, 260, 24, Layout::kBHLD), as_argument = as_pattern;
+  Tensor<float> lse_pattern(1, 4, 260, 1, Layout::kBHLD), lse_argument = lse_pattern;
+  attention(pattern, local.q.cview(), local.k.cview(), local.v.cview(), as_pattern.view, lse_pattern.view);
+  attention(longformer, local.q.cview(), local.k.cview(), local.v.cview(), projections, as_argument.view,
+            lse_argument.view);
+  EXPECT_EQ(as_pattern.data, as_argument.data);
+  EXPECT_EQ(lse_pattern.data, lse_argument.data);
+  const PatternCost cost = pattern.cost(s), local_cost = longformer.cost(s);
+  const double global_pass = 2.0 * 4 * 2 * 260 * (16 + 24);  // B Hq g Lk (D + Dv) pairs' FLOP
+  EXPECT_EQ(cost.attended_pairs, local_cost.attended_pairs);
+  EXPECT_DOUBLE_EQ(cost.flops, local_cost.flops + global_pass);
+  EXPECT_DOUBLE_EQ(cost.extra_flops, local_cost.extra_flops + global_pass);
 }
 
 TEST(GlobalProjections, MismatchedShapesAreRejectedBeforeWriting) {

@@ -42,7 +42,7 @@ void run_attention(const P& pattern, const TensorView<const T>& q, const TensorV
                    const Options& options) {
   const AttentionShape shape = validate_call<T>(q, k, v, out, lse, options);
   validate_key_lengths(KeyPaddedPattern<P>, options, shape);
-  const TileShape tiles = kernel::default_tile_shape<T>();
+  const TileShape tiles = TileShape{};
   const AttentionCall<T> call = make_call<T>(shape, q, k, v, out, lse, options);
   // Planning validates the pattern against the call (and throws) before anything is written.
   kernel::execute(call, plan_call(pattern, call, tiles), tiles);
@@ -56,6 +56,7 @@ void run_attention(const P& pattern, const TensorView<const T>& q, const TensorV
 /// Rows with no attended key get zeros. Throws attnkit::invalid_argument, with nothing
 /// written, when a shape, stride or option breaks a rule. `out` must not overlap q, k or v.
 template <AttentionPattern P, KernelScalar T>
+requires PlansFor<P, T>
 void attention(const P& pattern, std::type_identity_t<TensorView<const T>> q,
                std::type_identity_t<TensorView<const T>> k, std::type_identity_t<TensorView<const T>> v,
                TensorView<T> out, const Options& options = {}) {
@@ -63,12 +64,30 @@ void attention(const P& pattern, std::type_identity_t<TensorView<const T>> q,
 }
 
 /// As above, and also lse[b, h, i, 0] = log sum_j mu_ij exp(s_ij) (natural log; -inf for an
-/// empty row), lse viewed as [B, Hq, Lq, 1] (see attnkit::lse_view).
+/// empty row), lse viewed as [B, Hq, Lq, 1] (see attnkit::lse_view), for the kinds that
+/// compute one.
 template <AttentionPattern P, KernelScalar T>
+requires PlansFor<P, T>
 void attention(const P& pattern, std::type_identity_t<TensorView<const T>> q,
                std::type_identity_t<TensorView<const T>> k, std::type_identity_t<TensorView<const T>> v,
                TensorView<T> out, TensorView<T> lse, const Options& options = {}) {
   detail::run_attention<T>(pattern, q, k, v, out, &lse, options);
+}
+
+/// The same contract for a std::variant of patterns (a Schedule layer): whichever kind it
+/// holds (one visit per call, visit_pattern).
+template <PatternVariant V, KernelScalar T>
+void attention(const V& layer, std::type_identity_t<TensorView<const T>> q, std::type_identity_t<TensorView<const T>> k,
+               std::type_identity_t<TensorView<const T>> v, TensorView<T> out, const Options& options = {}) {
+  visit_pattern(layer, [&](const auto& held) { detail::run_attention<T>(held, q, k, v, out, nullptr, options); });
+}
+
+/// As above, with the log-sum-exp.
+template <PatternVariant V, KernelScalar T>
+void attention(const V& layer, std::type_identity_t<TensorView<const T>> q, std::type_identity_t<TensorView<const T>> k,
+               std::type_identity_t<TensorView<const T>> v, TensorView<T> out, TensorView<T> lse,
+               const Options& options = {}) {
+  visit_pattern(layer, [&](const auto& held) { detail::run_attention<T>(held, q, k, v, out, &lse, options); });
 }
 
 }  // namespace attnkit

@@ -35,51 +35,41 @@ void set_simd_target(SimdTarget target);
 /// The entry points of the current target.
 const KernelTable& kernel_table();
 
+/// The current target's entry point for T.
+template <KernelScalar T>
+AttentionEntry<T> attention_entry() {
+  if constexpr (std::is_same_v<T, float>) {
+    return kernel_table().attention_float;
+  } else {
+    return kernel_table().attention_double;
+  }
+}
+
+/// A registered kind, or a std::variant of them (a Schedule layer).
+template <class P>
+struct IsDispatchedPattern : std::bool_constant<DispatchedPattern<P>> {};
+template <class P>
+concept DispatchedPatternOrVariant = DispatchedPattern<P> || kAllAlternatives<P, IsDispatchedPattern>;
+
 /// attnkit::attention(pattern, q, k, v, out, options) run by the current target's kernels:
 /// the same contract, and results bitwise identical to attnkit::attention in a program
 /// compiled for that target (-march=x86-64, x86-64-v3, x86-64-v4) with the same -O level.
-template <DispatchedPattern P, KernelScalar T>
+/// `pattern` is a registered kind or a Schedule layer holding one.
+template <DispatchedPatternOrVariant P, KernelScalar T>
 void attention(const P& pattern, std::type_identity_t<TensorView<const T>> q,
                std::type_identity_t<TensorView<const T>> k, std::type_identity_t<TensorView<const T>> v,
                TensorView<T> out, const Options& options = {}) {
-  if constexpr (std::is_same_v<T, float>) {
-    kernel_table().attention_float(PatternRef(&pattern), q, k, v, out, nullptr, options);
-  } else {
-    kernel_table().attention_double(PatternRef(&pattern), q, k, v, out, nullptr, options);
-  }
+  visit_pattern(pattern,
+                [&](const auto& held) { attention_entry<T>()(PatternRef(&held), q, k, v, out, nullptr, options); });
 }
 
 /// As above, with the per-row log-sum-exp (attnkit::attention's second overload).
-template <DispatchedPattern P, KernelScalar T>
+template <DispatchedPatternOrVariant P, KernelScalar T>
 void attention(const P& pattern, std::type_identity_t<TensorView<const T>> q,
                std::type_identity_t<TensorView<const T>> k, std::type_identity_t<TensorView<const T>> v,
                TensorView<T> out, TensorView<T> lse, const Options& options = {}) {
-  if constexpr (std::is_same_v<T, float>) {
-    kernel_table().attention_float(PatternRef(&pattern), q, k, v, out, &lse, options);
-  } else {
-    kernel_table().attention_double(PatternRef(&pattern), q, k, v, out, &lse, options);
-  }
-}
-
-/// One Schedule layer (a std::variant of dispatched kinds).
-template <DispatchedPattern... Ps, KernelScalar T>
-void attention(const std::variant<Ps...>& layer, std::type_identity_t<TensorView<const T>> q,
-               std::type_identity_t<TensorView<const T>> k, std::type_identity_t<TensorView<const T>> v,
-               TensorView<T> out, const Options& options = {}) {
-  std::visit([&](const auto& pattern) { dispatch::attention<std::decay_t<decltype(pattern)>, T>(pattern, q, k, v, out, options); },
-             layer);
-}
-
-/// One Schedule layer, with the log-sum-exp (for the kinds that compute one).
-template <DispatchedPattern... Ps, KernelScalar T>
-void attention(const std::variant<Ps...>& layer, std::type_identity_t<TensorView<const T>> q,
-               std::type_identity_t<TensorView<const T>> k, std::type_identity_t<TensorView<const T>> v,
-               TensorView<T> out, TensorView<T> lse, const Options& options = {}) {
-  std::visit(
-      [&](const auto& pattern) {
-        dispatch::attention<std::decay_t<decltype(pattern)>, T>(pattern, q, k, v, out, lse, options);
-      },
-      layer);
+  visit_pattern(pattern,
+                [&](const auto& held) { attention_entry<T>()(PatternRef(&held), q, k, v, out, &lse, options); });
 }
 
 }  // namespace attnkit::dispatch

@@ -53,7 +53,8 @@ SimdTarget simd_target() {
 std::vector<SimdTarget> supported_simd_targets() { return targets_run_by(cpu_levels()); }
 
 void set_simd_target(SimdTarget target) {
-  chosen_target.store(static_cast<int>(require_runs_on(target, cpu_levels(), "simd target")), std::memory_order_relaxed);
+  chosen_target.store(static_cast<int>(require_runs_on(target, cpu_levels(), "simd target")),
+                      std::memory_order_relaxed);
 }
 
 const KernelTable& kernel_table() { return table_of(simd_target()); }

@@ -2,8 +2,9 @@
 // cmake/AttnkitDispatch.cmake (-march=x86-64, x86-64-v3 or x86-64-v4), which names the entry
 // point through ATTNKIT_DISPATCH_TABLE and then keeps it the object's only global symbol.
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
 #include "attnkit/dispatch/kernel_table.hpp"
+#include "attnkit/simd/batch.hpp"
 
 #ifndef ATTNKIT_DISPATCH_TABLE
 #error "ATTNKIT_DISPATCH_TABLE must name this target's entry point (attnkit_dispatch_table_<target>)"

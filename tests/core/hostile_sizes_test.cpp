@@ -5,7 +5,6 @@
 // wrapped index.
 
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +13,24 @@
 #include <string>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include <sys/mman.h>
+
+#include "attnkit/attention.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/pattern/big_bird.hpp"
+#include "attnkit/pattern/block_sparse.hpp"
+#include "attnkit/pattern/dilated.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/global.hpp"
+#include "attnkit/pattern/kernelized_rpe.hpp"
+#include "attnkit/pattern/kinds.hpp"
+#include "attnkit/pattern/linformer.hpp"
+#include "attnkit/pattern/lsh.hpp"
+#include "attnkit/pattern/sliding_window.hpp"
+#include "attnkit/reference/attention.hpp"
 #include "support/accuracy.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
@@ -44,7 +60,8 @@ TEST(HostileSizes, ViewsWhoseByteOffsetsPassInt64AreRejected) {
   const TensorView<float> small_out = bhld(out.data(), 1, 1, 4, 4);
   // 4 rows 2^61 elements apart: element offsets fit int64 (3 * 2^61), byte offsets (x 4) do not.
   const TensorView<const float> far(x.data(), {1, 1, 4, 4}, {64, 64, index_t{1} << 61, 1});
-  expect_rejected_untouched([&] { attention(Full{}, far, small, small, small_out); }, out, "byte offsets overflow int64");
+  expect_rejected_untouched([&] { attention(Full{}, far, small, small, small_out); }, out,
+                            "byte offsets overflow int64");
   // The same for the output view.
   const TensorView<float> far_out(out.data(), {1, 1, 4, 4}, {64, 64, index_t{1} << 61, 1});
   expect_rejected_untouched([&] { attention(Full{}, small, small, small, far_out); }, out, "out");
@@ -102,9 +119,12 @@ TEST(HostileSizes, RowsBeyondTwoToThe31ElementsAreTheRowsRead) {
   const TensorView<float> out = far_heads_copy(mapping.base() + 32, out_shape);
   Lsh lsh;
   lsh.chunk = 2;
-  const std::vector<Schedule::Layer> kinds{Full{.causal = true}, SlidingWindow(1, 0), Global({1}),
-                                           Linformer::gaussian(2, 3, 1, 5), lsh,
-                                           KernelizedRpe{.features = 4, .algorithm = RpeAlgorithm::kFft}};
+  const std::vector<AnyKind> kinds{Full{.causal = true},
+                                   SlidingWindow(1, 0),
+                                   Global({1}),
+                                   Linformer::gaussian(2, 3, 1, 5),
+                                   lsh,
+                                   KernelizedRpe{.features = 4, .algorithm = RpeAlgorithm::kFft}};
   for (std::size_t kind = 0; kind < kinds.size(); ++kind) {
     // Keys shared with the queries, as Lsh needs.
     attention(kinds[kind], TensorView<const float>(q), TensorView<const float>(q), TensorView<const float>(v), out);
@@ -115,7 +135,8 @@ TEST(HostileSizes, RowsBeyondTwoToThe31ElementsAreTheRowsRead) {
       for (index_t i = 0; i < 3; ++i)
         for (index_t d = 0; d < 3; ++d) got.view(0, h, i, d) = out(0, h, i, d);
     // A wrapped offset would read another head's or an unmapped row: errors of order |V|.
-    EXPECT_TRUE(testing::all_close(got, ref, testing::Tolerance{1e-3 * (testing::max_abs(p.v) + testing::max_abs(ref)), 0}))
+    EXPECT_TRUE(
+        testing::all_close(got, ref, testing::Tolerance{1e-3 * (testing::max_abs(p.v) + testing::max_abs(ref)), 0}))
         << "kind " << kind;
   }
 }
@@ -127,7 +148,8 @@ double window_row(const Tensor<float>& q, const Tensor<float>& k, const Tensor<f
   const index_t n = k.view.seq();
   const index_t begin = std::max<index_t>(0, i - left), end = std::min<index_t>(n - 1, i + right);
   double top = -std::numeric_limits<double>::infinity();
-  for (index_t j = begin; j <= end; ++j) top = std::max(top, static_cast<double>(q.view(0, 0, i, 0)) * k.view(0, 0, j, 0));
+  for (index_t j = begin; j <= end; ++j)
+    top = std::max(top, static_cast<double>(q.view(0, 0, i, 0)) * k.view(0, 0, j, 0));
   double sum = 0, weighted = 0;
   for (index_t j = begin; j <= end; ++j) {
     const double w = std::exp(static_cast<double>(q.view(0, 0, i, 0)) * k.view(0, 0, j, 0) - top);
@@ -147,7 +169,8 @@ TEST(HostileSizes, OneQueryAgainstTwoToThe20KeysAndTheReverse) {
       Tensor<float> out(1, 1, lq, 2, Layout::kBHLD), ref = out, lse(1, 1, lq, 1, Layout::kBHLD), ref_lse = lse;
       attention(Full{.causal = causal}, p.q.cview(), p.k.cview(), p.v.cview(), out.view, lse.view);
       reference::attention(Full{.causal = causal}, p.q.cview(), p.k.cview(), p.v.cview(), ref.view, ref_lse.view);
-      EXPECT_TRUE(testing::all_close(out, ref, testing::Tolerance{2e-5 * testing::max_abs(p.v), 1e-4})) << lq << " x " << lk;
+      EXPECT_TRUE(testing::all_close(out, ref, testing::Tolerance{2e-5 * testing::max_abs(p.v), 1e-4}))
+          << lq << " x " << lk;
       EXPECT_TRUE(testing::all_close(lse, ref_lse, testing::Tolerance{2e-5, 2e-5})) << lq << " x " << lk;
     }
   }
@@ -161,7 +184,8 @@ TEST(HostileSizes, SlidingWindowOverTwoToThe20Positions) {
   for (const index_t i : {index_t{0}, index_t{1}, index_t{63}, index_t{64}, (index_t{1} << 16) - 1, index_t{1} << 16,
                           (index_t{1} << 19) + 5, kLong - 2, kLong - 1}) {
     const double expected = window_row(p.q, p.k, p.v, i, 2, 1);
-    EXPECT_NEAR(out.view(0, 0, i, 0), expected, 2e-5 * testing::max_abs(p.v) + 1e-4 * std::abs(expected)) << "row " << i;
+    EXPECT_NEAR(out.view(0, 0, i, 0), expected, 2e-5 * testing::max_abs(p.v) + 1e-4 * std::abs(expected))
+        << "row " << i;
   }
 }
 
@@ -209,7 +233,7 @@ TEST(HostileSizes, ParametersAtTheInt64LimitsRunOrAreRejected) {
   const testing::Problem<float> p = testing::make_problem<float>(s, InputSet::kNormal, 12);
   // Unbounded radii, blocks and chunks longer than any sequence, a dilation beyond it: each
   // runs as the pattern its definition gives (keys shared with the queries, as Lsh needs).
-  const auto matches_reference = [&](const Schedule::Layer& layer, const char* name) {
+  const auto matches_reference = [&](const AnyKind& layer, const char* name) {
     Tensor<float> out(1, 2, 37, 3, Layout::kBHLD);
     attention(layer, p.q.cview(), p.q.cview(), p.v.cview(), out.view);
     Tensor<float> ref(1, 2, 37, 3, Layout::kBHLD);
@@ -234,8 +258,8 @@ TEST(HostileSizes, ParametersAtTheInt64LimitsRunOrAreRejected) {
     huge.*field = kMax;
     expect_rejected_untouched([&] { attention(huge, p.q.cview(), p.q.cview(), p.v.cview(), out_view); }, out, name);
   }
-  expect_rejected_untouched([&] { attention(Global({kMax - 1}), p.q.cview(), p.k.cview(), p.v.cview(), out_view); }, out,
-                            "Global");
+  expect_rejected_untouched([&] { attention(Global({kMax - 1}), p.q.cview(), p.k.cview(), p.v.cview(), out_view); },
+                            out, "Global");
 }
 
 TEST(HostileSizes, KernelizedRpeFftLengthHasAMaximum) {
@@ -246,8 +270,10 @@ TEST(HostileSizes, KernelizedRpeFftLengthHasAMaximum) {
   const TensorView<const float> x(row.data(), {1, 1, n, 4}, {4, 4, 0, 1});
   const TensorView<float> o(out.data(), {1, 1, n, 4}, {4, 4, 0, 1});
   const AttentionShape s{1, 1, 1, n, n, 4, 4};
-  EXPECT_FALSE((KernelizedRpe{.algorithm = RpeAlgorithm::kAuto}.uses_fft(s))) << "beyond the maximum kAuto sums directly";
-  expect_rejected_untouched([&] { attention(KernelizedRpe{.algorithm = RpeAlgorithm::kFft}, x, x, x, o); }, out, "2^30");
+  EXPECT_FALSE((KernelizedRpe{.algorithm = RpeAlgorithm::kAuto}.uses_fft(s)))
+      << "beyond the maximum kAuto sums directly";
+  expect_rejected_untouched([&] { attention(KernelizedRpe{.algorithm = RpeAlgorithm::kFft}, x, x, x, o); }, out,
+                            "2^30");
   EXPECT_EQ(kernel::circulant_length(n - 1, n - 1), index_t{1} << 30);
   expect_invalid_argument([&] { kernel::circulant_length(kMax, kMax); }, "2^30");
 }

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/core/rng.hpp"
 
 namespace attnkit {
 namespace {
@@ -13,8 +13,15 @@ namespace {
 __extension__ typedef unsigned __int128 Wide;  // the compiler's own 128-bit product as the oracle
 
 TEST(Rng, MulHighMatchesA128BitProduct) {
-  const std::uint64_t values[] = {0, 1, 2, 0xffffffffull, 0x100000000ull, 0xffffffffffffffffull, 0x9e3779b97f4a7c15ull,
-                                  0x8000000000000000ull, 12345678901234567ull};
+  const std::uint64_t values[] = {0,
+                                  1,
+                                  2,
+                                  0xffffffffull,
+                                  0x100000000ull,
+                                  0xffffffffffffffffull,
+                                  0x9e3779b97f4a7c15ull,
+                                  0x8000000000000000ull,
+                                  12345678901234567ull};
   for (std::uint64_t a : values)
     for (std::uint64_t b : values) {
       EXPECT_EQ(mul_high(a, b), static_cast<std::uint64_t>((static_cast<Wide>(a) * b) >> 64)) << a << " * " << b;
@@ -34,7 +41,8 @@ TEST(Rng, UniformBelowStaysInRangeAndCoversIt) {
       ASSERT_LT(x, bound);
       ++hits[static_cast<std::size_t>(x)];
     }
-    for (int h : hits) EXPECT_NEAR(h, 20000.0 / static_cast<double>(bound), 6 * std::sqrt(20000.0 / static_cast<double>(bound)) + 1);
+    for (int h : hits)
+      EXPECT_NEAR(h, 20000.0 / static_cast<double>(bound), 6 * std::sqrt(20000.0 / static_cast<double>(bound)) + 1);
   }
 }
 

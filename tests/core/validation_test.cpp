@@ -9,7 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/reference/attention.hpp"
 
 namespace attnkit {
 namespace {

@@ -11,8 +11,12 @@
 #include <string>
 #include <variant>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/shape.hpp"
 #include "attnkit/dispatch.hpp"
+#include "attnkit/pattern/kernelized_rpe.hpp"
+#include "attnkit/pattern/kinds.hpp"
 #include "dispatch/dispatch_kinds.hpp"
 #include "support/test_data.hpp"
 
@@ -36,7 +40,8 @@ bool same_bits(const Tensor<T>& a, const Tensor<T>& b) {
 
 template <class T>
 void expect_bitwise_equal_to_this_build() {
-  if (!runs_on(kThisBuild, simd::detect_cpu_levels())) GTEST_SKIP() << "this CPU does not run " << simd_target_name(kThisBuild);
+  if (!runs_on(kThisBuild, simd::detect_cpu_levels()))
+    GTEST_SKIP() << "this CPU does not run " << simd_target_name(kThisBuild);
   // ctest sets ATTNKIT_SIMD_TARGET to this build's target, so that the override is what picks
   // it; run by hand without it, the test picks it itself.
   if (std::getenv("ATTNKIT_SIMD_TARGET") == nullptr) dispatch::set_simd_target(kThisBuild);
@@ -44,7 +49,7 @@ void expect_bitwise_equal_to_this_build() {
   ASSERT_EQ(std::string(dispatch::kernel_table().arch), std::string(simd::arch_name()));
   const AttentionShape s{1, 4, 4, kDispatchLength, kDispatchLength, 16, 24};
   const Problem<T> p = make_problem<T>(s, InputSet::kNormal, 33);
-  const std::vector<Schedule::Layer> kinds = dispatch_kinds();
+  const std::vector<AnyKind> kinds = dispatch_kinds();
   for (std::size_t kind = 0; kind < kinds.size(); ++kind) {
     for (int threads : {1, 2}) {
       const Options options{.threads = threads};
@@ -62,7 +67,8 @@ void expect_bitwise_equal_to_this_build() {
             }
           },
           kinds[kind]);
-      EXPECT_TRUE(same_bits(mine, dispatched)) << simd_target_name(kThisBuild) << " kind " << kind << " threads " << threads;
+      EXPECT_TRUE(same_bits(mine, dispatched))
+          << simd_target_name(kThisBuild) << " kind " << kind << " threads " << threads;
       EXPECT_TRUE(same_bits(my_lse, dispatched_lse)) << simd_target_name(kThisBuild) << " kind " << kind;
     }
   }

@@ -7,8 +7,18 @@
 #include <string>
 #include <variant>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/shape.hpp"
 #include "attnkit/dispatch.hpp"
+#include "attnkit/pattern/dilated.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/global.hpp"
+#include "attnkit/pattern/kernelized_rpe.hpp"
+#include "attnkit/pattern/kinds.hpp"
+#include "attnkit/pattern/linformer.hpp"
+#include "attnkit/pattern/schedule.hpp"
+#include "attnkit/pattern/sliding_window.hpp"
+#include "attnkit/reference/attention.hpp"
 #include "dispatch/dispatch_kinds.hpp"
 #include "support/accuracy.hpp"
 #include "support/test_data.hpp"
@@ -124,7 +134,7 @@ TEST(DispatchEnvironment, OverrideChoosesTheTargetOrFailsClearly) {
     EXPECT_EQ(std::string(dispatch::kernel_table().arch), expected_arch(*named));
     // The forced target's results, against the reference (tolerances of the tests below).
     const Problem<float> p = make_problem<float>({1, 4, 2, 70, 90, 12, 20}, InputSet::kNormal, 9);
-    for (const Schedule::Layer& pattern : std::vector<Schedule::Layer>{Full{}, SlidingWindow(8, 3)}) {
+    for (const AnyKind& pattern : std::vector<AnyKind>{Full{}, SlidingWindow(8, 3)}) {
       Tensor<float> out(1, 4, 70, 20, Layout::kBHLD), ref = out;
       dispatch::attention(pattern, p.q.cview(), p.k.cview(), p.v.cview(), out.view);
       reference::attention(pattern, p.q.cview(), p.k.cview(), p.v.cview(), ref.view);
@@ -137,7 +147,8 @@ TEST(DispatchEnvironment, OverrideChoosesTheTargetOrFailsClearly) {
       dispatch::simd_target();
       ADD_FAILURE() << "no exception for ATTNKIT_SIMD_TARGET=" << forced;
     } catch (const attnkit::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("ATTNKIT_SIMD_TARGET = ") + forced), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string("ATTNKIT_SIMD_TARGET = ") + forced), std::string::npos)
+          << e.what();
     }
   }
   const Problem<float> p = make_problem<float>({1, 1, 1, 8, 8, 4, 4}, InputSet::kNormal, 1);
@@ -147,16 +158,16 @@ TEST(DispatchEnvironment, OverrideChoosesTheTargetOrFailsClearly) {
   for (float x : out.data) ASSERT_EQ(x, 7.0f) << "written before the error";
 }
 
-/// Every dispatched kind on every target this CPU runs (through the Schedule-layer overloads),
-/// float and double, with the lse, against reference::attention (SPEC.md section 11: float atol 2e-5 max|V| and rtol 1e-4,
-/// double 1e-12; the log-sum-exp 2e-5 / 1e-12 absolute). KernelizedRpe takes the direct path,
-/// whose positive features keep every denominator the size of its terms.
+/// Every dispatched kind on every target this CPU runs (as std::variant patterns, a Schedule layer),
+/// float and double, with the lse, against reference::attention (SPEC.md section 11: float atol 2e-5 max|V| and rtol
+/// 1e-4, double 1e-12; the log-sum-exp 2e-5 / 1e-12 absolute). KernelizedRpe takes the direct path, whose positive
+/// features keep every denominator the size of its terms.
 template <class T>
 void expect_every_kind_matches_reference() {
   const AttentionShape s{2, 4, 4, kDispatchLength, kDispatchLength, 16, 24};
   const Problem<T> p = make_problem<T>(s, InputSet::kNormal, 21);
   const double tight = std::is_same_v<T, float> ? 2e-5 : 1e-12, relative = std::is_same_v<T, float> ? 1e-4 : 1e-12;
-  const std::vector<Schedule::Layer> kinds = dispatch_kinds();
+  const std::vector<AnyKind> kinds = dispatch_kinds();
   for (SimdTarget target : dispatch::supported_simd_targets()) {
     dispatch::set_simd_target(target);
     for (std::size_t kind = 0; kind < kinds.size(); ++kind) {
@@ -171,7 +182,8 @@ void expect_every_kind_matches_reference() {
         dispatch::attention(kinds[kind], p.q.cview(), p.q.cview(), p.v.cview(), out.view);
         reference::attention(kinds[kind], p.q.cview(), p.q.cview(), p.v.cview(), ref.view);
       }
-      EXPECT_TRUE(all_close(out, ref, Tolerance{tight * max_abs(p.v), relative})) << simd_target_name(target) << " kind " << kind;
+      EXPECT_TRUE(all_close(out, ref, Tolerance{tight * max_abs(p.v), relative}))
+          << simd_target_name(target) << " kind " << kind;
     }
   }
 }
@@ -187,8 +199,8 @@ void expect_odd_shapes_match_reference(InputSet set) {
   const AttentionShape s{2, 4, 2, 37, 53, 5, 7};
   const Problem<T> p = make_problem<T>(s, set, 5, Layout::kBLHD);
   const double tight = std::is_same_v<T, float> ? 2e-5 : 1e-12, relative = std::is_same_v<T, float> ? 1e-4 : 1e-12;
-  const std::vector<Schedule::Layer> kinds{Full{.causal = true}, SlidingWindow(4, 9), Dilated::symmetric(3, {1, 2, 3, 4}),
-                                           Global({0, 9, 36}), Linformer::gaussian(16, 64, 2, 7)};
+  const std::vector<AnyKind> kinds{Full{.causal = true}, SlidingWindow(4, 9), Dilated::symmetric(3, {1, 2, 3, 4}),
+                                   Global({0, 9, 36}), Linformer::gaussian(16, 64, 2, 7)};
   for (SimdTarget target : dispatch::supported_simd_targets()) {
     dispatch::set_simd_target(target);
     for (std::size_t kind = 0; kind < kinds.size(); ++kind) {
@@ -196,7 +208,8 @@ void expect_odd_shapes_match_reference(InputSet set) {
       Tensor<T> lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD), ref_lse = lse;
       dispatch::attention(kinds[kind], p.q.cview(), p.k.cview(), p.v.cview(), out.view, lse.view);
       reference::attention(kinds[kind], p.q.cview(), p.k.cview(), p.v.cview(), ref.view, ref_lse.view);
-      EXPECT_TRUE(all_close(out, ref, Tolerance{tight * max_abs(p.v), relative})) << simd_target_name(target) << " kind " << kind;
+      EXPECT_TRUE(all_close(out, ref, Tolerance{tight * max_abs(p.v), relative}))
+          << simd_target_name(target) << " kind " << kind;
       EXPECT_TRUE(all_close(lse, ref_lse, Tolerance{tight, 0})) << simd_target_name(target) << " kind " << kind;
     }
   }

@@ -1,4 +1,4 @@
-// libFuzzer harness over every kind a Schedule layer holds (README "Fuzzing"). Each input
+// libFuzzer harness over every registered kind (pattern/kinds.hpp; README "Fuzzing"). Each input
 // decodes to one call (fuzz/fuzz_case.hpp) in float or double; the call must either throw
 // attnkit::invalid_argument with its output buffers untouched, or
 //   - write only its output views (the gaps of padded rows keep their poison),
@@ -18,7 +18,16 @@
 #include <optional>
 #include <string>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/pattern/kernelized_rpe.hpp"
+#include "attnkit/pattern/kinds.hpp"
+#include "attnkit/pattern/linformer.hpp"
+#include "attnkit/pattern/lsh.hpp"
+#include "attnkit/reference/attention.hpp"
 #include "fuzz/byte_reader.hpp"
 #include "fuzz/fuzz_case.hpp"
 #include "support/accuracy.hpp"
@@ -28,9 +37,10 @@ namespace attnkit::fuzz {
 namespace {
 
 /// What the case was, for the report of a failure.
-std::string describe(index_t kind, bool in_double, const AttentionShape& s, const Options& options, bool with_lse) {
+std::string describe(const FuzzKind& kind, bool in_double, const AttentionShape& s, const Options& options,
+                     bool with_lse) {
   std::ostringstream text;
-  text << kKindNames[kind] << (in_double ? " double" : " float") << " B " << s.batch << " Hq " << s.q_heads << " Hk "
+  text << kind.name << (in_double ? " double" : " float") << " B " << s.batch << " Hq " << s.q_heads << " Hk "
        << s.kv_heads << " Lq " << s.q_len << " Lk " << s.kv_len << " D " << s.head_dim << " Dv " << s.value_dim
        << " threads " << options.threads << " scale " << (options.scale ? std::to_string(*options.scale) : "default")
        << " key_lengths " << options.key_lengths.size() << (with_lse ? " with lse" : "");
@@ -54,7 +64,8 @@ double largest_row_norm(const TensorView<const T>& x) {
     for (index_t h = 0; h < x.heads(); ++h)
       for (index_t l = 0; l < x.seq(); ++l) {
         double sum = 0;
-        for (index_t d = 0; d < x.dim(); ++d) sum += static_cast<double>(x(b, h, l, d)) * static_cast<double>(x(b, h, l, d));
+        for (index_t d = 0; d < x.dim(); ++d)
+          sum += static_cast<double>(x(b, h, l, d)) * static_cast<double>(x(b, h, l, d));
         if (std::isfinite(sum)) largest = std::max(largest, std::sqrt(sum));  // unread rows hold NaN / inf
       }
   return largest;
@@ -87,14 +98,16 @@ LinformerScales linformer_scales(const Linformer& lin, const TensorView<const T>
   for (index_t b = 0; b < k.batch(); ++b) {
     const index_t valid = options.key_lengths.empty() ? k.seq() : options.key_lengths[static_cast<std::size_t>(b)];
     for (index_t h = 0; h < k.heads(); ++h) {
-      const index_t table = lin.key_projection_heads() == 1 ? 0 : h, value_table = lin.value_projection_heads() == 1 ? 0 : h;
+      const index_t table = lin.key_projection_heads() == 1 ? 0 : h,
+                    value_table = lin.value_projection_heads() == 1 ? 0 : h;
       for (index_t r = 0; r < lin.kp(); ++r) {
         const float* e = lin.key_projection(table) + r * lin.n_max();
         const float* f = lin.value_projection(value_table) + r * lin.n_max();
         double key_norm = 0;
         for (index_t d = 0; d < k.dim(); ++d) {
           double sum = 0;
-          for (index_t j = 0; j < valid; ++j) sum += std::abs(static_cast<double>(e[j]) * static_cast<double>(k(b, h, j, d)));
+          for (index_t j = 0; j < valid; ++j)
+            sum += std::abs(static_cast<double>(e[j]) * static_cast<double>(k(b, h, j, d)));
           key_norm += sum * sum;
         }
         scales.key_norm = std::max(scales.key_norm, std::sqrt(key_norm));
@@ -119,7 +132,8 @@ LinformerScales linformer_scales(const Linformer& lin, const TensorView<const T>
 /// cancelling errors), and so the feature by that much relative; a weight holds a query's and
 /// a key's feature. Returns that relative error of a weight.
 template <class T>
-double rpe_feature_rounding(const KernelizedRpe& rpe, const TensorView<const T>& q, const TensorView<const T>& k, double sigma) {
+double rpe_feature_rounding(const KernelizedRpe& rpe, const TensorView<const T>& q, const TensorView<const T>& k,
+                            double sigma) {
   constexpr double u = std::numeric_limits<T>::epsilon() / 2;
   const index_t dim = q.dim();
   double w = 0;
@@ -127,7 +141,9 @@ double rpe_feature_rounding(const KernelizedRpe& rpe, const TensorView<const T>&
     const std::vector<double> matrix = rpe.feature_matrix(h, dim);
     for (std::size_t r = 0; r * static_cast<std::size_t>(dim) < matrix.size(); ++r) {
       double norm = 0;
-      for (index_t d = 0; d < dim; ++d) norm += matrix[r * static_cast<std::size_t>(dim) + static_cast<std::size_t>(d)] * matrix[r * static_cast<std::size_t>(dim) + static_cast<std::size_t>(d)];
+      for (index_t d = 0; d < dim; ++d)
+        norm += matrix[r * static_cast<std::size_t>(dim) + static_cast<std::size_t>(d)] *
+                matrix[r * static_cast<std::size_t>(dim) + static_cast<std::size_t>(d)];
       w = std::max(w, std::sqrt(norm));
     }
   }
@@ -151,7 +167,8 @@ SoftmaxTolerance softmax_tolerance(double scale, double logit_size, double round
   constexpr double u = std::numeric_limits<T>::epsilon() / 2;
   constexpr double tight = std::is_same_v<T, float> ? 2e-5 : 1e-12, relative = std::is_same_v<T, float> ? 1e-4 : 1e-12;
   const double delta = 4 * std::sqrt(rounding_terms) * u * logit_size;
-  return {{(tight + 2 * delta) * scale + projection_rounding, relative}, {tight + 2 * delta, std::is_same_v<T, float> ? 2e-5 : 1e-12}};
+  return {{(tight + 2 * delta) * scale + projection_rounding, relative},
+          {tight + 2 * delta, std::is_same_v<T, float> ? 2e-5 : 1e-12}};
 }
 
 /// Every cell outside `buffer`'s view still holds the poison of `before`, bit for bit.
@@ -176,7 +193,8 @@ bool same_bits(const TensorView<T>& a, const TensorView<T>& b) {
   for (index_t i = 0; i < a.batch(); ++i)
     for (index_t h = 0; h < a.heads(); ++h)
       for (index_t l = 0; l < a.seq(); ++l)
-        if (std::memcmp(&a(i, h, l, 0), &b(i, h, l, 0), static_cast<std::size_t>(a.dim()) * sizeof(T)) != 0) return false;
+        if (std::memcmp(&a(i, h, l, 0), &b(i, h, l, 0), static_cast<std::size_t>(a.dim()) * sizeof(T)) != 0)
+          return false;
   return true;
 }
 
@@ -193,7 +211,7 @@ bool has_nan(const TensorView<T>& x) {
 /// attnkit::attention on the layer (with the lse when given); true when it threw
 /// attnkit::invalid_argument.
 template <class T>
-bool rejects(const Schedule::Layer& layer, const TensorView<const T>& q, const TensorView<const T>& k,
+bool rejects(const AnyKind& layer, const TensorView<const T>& q, const TensorView<const T>& k,
              const TensorView<const T>& v, const TensorView<T>& out, const TensorView<T>* lse, const Options& options) {
   try {
     if (lse != nullptr) {
@@ -208,9 +226,10 @@ bool rejects(const Schedule::Layer& layer, const TensorView<const T>& q, const T
 }
 
 template <class T>
-void run_case(ByteReader& in, index_t kind, const AttentionShape& s, bool shared_keys, const Schedule::Layer& layer) {
+void run_case(ByteReader& in, const FuzzKind& kind, const AttentionShape& s, bool shared_keys, const AnyKind& layer) {
   index_t pad[5];
-  const Placement q_at = decode_placement(in, pad[0]), k_at = decode_placement(in, pad[1]), v_at = decode_placement(in, pad[2]);
+  const Placement q_at = decode_placement(in, pad[0]), k_at = decode_placement(in, pad[1]),
+                  v_at = decode_placement(in, pad[2]);
   const Placement out_at = decode_placement(in, pad[3]), lse_at = decode_placement(in, pad[4]);
   const auto set = static_cast<Values>(in.in_range(0, 4));
   const bool with_lse = in.flag();
@@ -281,19 +300,22 @@ void run_case(ByteReader& in, index_t kind, const AttentionShape& s, bool shared
             const LinformerScales scales = linformer_scales(pattern, kc, vc, options);
             constexpr double u = std::numeric_limits<T>::epsilon() / 2;
             const double rounding_terms = static_cast<double>(s.head_dim + s.kv_len);
-            tolerance = softmax_tolerance<T>(std::max(scales.projected_values, 1e-300), std::abs(sigma) * largest_row_norm(qc) * scales.key_norm,
-                                             rounding_terms, 4 * std::sqrt(static_cast<double>(s.kv_len)) * u * scales.absolute_values);
+            tolerance = softmax_tolerance<T>(std::max(scales.projected_values, 1e-300),
+                                             std::abs(sigma) * largest_row_norm(qc) * scales.key_norm, rounding_terms,
+                                             4 * std::sqrt(static_cast<double>(s.kv_len)) * u * scales.absolute_values);
           } else {
             // Lsh normalises its keys: |k| = 1.
             const double key_norm = std::is_same_v<P, Lsh> ? 1.0 : largest_row_norm(kc);
-            tolerance = softmax_tolerance<T>(std::max(largest_finite(vc), 1e-300), std::abs(sigma) * largest_row_norm(qc) * key_norm,
+            tolerance = softmax_tolerance<T>(std::max(largest_finite(vc), 1e-300),
+                                             std::abs(sigma) * largest_row_norm(qc) * key_norm,
                                              static_cast<double>(s.head_dim), 0.0);
           }
           close = testing::all_close<T>(out.view, ref.view, tolerance.out);
           if (with_lse) lse_close = testing::all_close<T>(lse.view, ref_lse.view, tolerance.lse);
         }
         require(static_cast<bool>(close), std::string("out differs from the reference ") + close.message(), case_text);
-        require(static_cast<bool>(lse_close), std::string("lse differs from the reference ") + lse_close.message(), case_text);
+        require(static_cast<bool>(lse_close), std::string("lse differs from the reference ") + lse_close.message(),
+                case_text);
       },
       layer);
 
@@ -303,7 +325,8 @@ void run_case(ByteReader& in, index_t kind, const AttentionShape& s, bool shared
     one.threads = 1;
     Buffer<T> again = out_before, again_lse = lse_before;
     TensorView<T>* again_lse_view = with_lse ? &again_lse.view : nullptr;
-    require(!rejects<T>(layer, qc, kc, vc, again.view, again_lse_view, one), "rejected on one thread, accepted on more", case_text);
+    require(!rejects<T>(layer, qc, kc, vc, again.view, again_lse_view, one), "rejected on one thread, accepted on more",
+            case_text);
     require(same_bits(out.view, again.view), "out differs between thread counts", case_text);
     require(!with_lse || same_bits(lse.view, again_lse.view), "lse differs between thread counts", case_text);
   }
@@ -317,12 +340,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace attnkit::fuzz;
   ByteReader in(data, size);
   const bool in_double = in.flag();
-  const index_t kind = in.in_range(0, kKinds - 1);
+  const FuzzKind& kind =
+      fuzz_kinds()[static_cast<std::size_t>(in.in_range(0, static_cast<index_t>(fuzz_kinds().size()) - 1))];
   bool shared_keys = false;
-  const AttentionShape shape = decode_shape(in, kind, shared_keys);
-  std::optional<Schedule::Layer> layer;
+  const AttentionShape shape = decode_shape(in, kind.hints, shared_keys);
+  std::optional<AnyKind> layer;
   try {
-    layer = decode_pattern(in, kind, shape);
+    layer = kind.decode(in, shape, kind.variant);
   } catch (const attnkit::invalid_argument&) {
     return 0;  // a constructor refused its parameters: nothing else to check
   }

@@ -1,5 +1,5 @@
 #pragma once
-// One attention call decoded from fuzzer bytes: the pattern (any kind a Schedule layer holds,
+// One attention call decoded from fuzzer bytes: the pattern (any registered kind, pattern/kinds.hpp,
 // with its parameters), the shape, where each tensor's elements sit in memory, the values,
 // and the options.
 
@@ -10,9 +10,27 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/core/concepts.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/rng.hpp"
+#include "attnkit/core/rpe_bias.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/pattern/big_bird.hpp"
+#include "attnkit/pattern/block_layout.hpp"
+#include "attnkit/pattern/block_sparse.hpp"
+#include "attnkit/pattern/dilated.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/global.hpp"
+#include "attnkit/pattern/kernelized_rpe.hpp"
+#include "attnkit/pattern/kinds.hpp"
+#include "attnkit/pattern/linformer.hpp"
+#include "attnkit/pattern/lsh.hpp"
+#include "attnkit/pattern/sliding_window.hpp"
 #include "fuzz/byte_reader.hpp"
 
 namespace attnkit::fuzz {
@@ -75,7 +93,8 @@ struct Buffer {
     for (index_t b = 0; b < view.batch(); ++b)
       for (index_t h = 0; h < view.heads(); ++h)
         for (index_t l = 0; l < view.seq(); ++l)
-          for (index_t d = 0; d < view.dim(); ++d) cells[static_cast<std::size_t>(&view(b, h, l, d) - storage.data())] = true;
+          for (index_t d = 0; d < view.dim(); ++d)
+            cells[static_cast<std::size_t>(&view(b, h, l, d) - storage.data())] = true;
     return cells;
   }
 
@@ -85,11 +104,6 @@ struct Buffer {
     return TensorView<T>(storage.data() + offset, other.view.sizes(), other.view.strides());
   }
 };
-
-/// The kinds a Schedule layer holds, as the fuzzer numbers them.
-inline constexpr const char* kKindNames[] = {"Full",   "Full causal", "SlidingWindow", "Dilated", "Global",
-                                             "BlockSparse", "BigBird", "Linformer", "Lsh", "KernelizedRpe"};
-inline constexpr index_t kKinds = std::size(kKindNames);
 
 /// Calls are capped at this many (query, key, column) products, B Hq Lq Lk (D + Dv), so that
 /// the float64 reference keeps the fuzzer at hundreds of executions per second.
@@ -101,9 +115,22 @@ inline index_t decode_size(ByteReader& in, index_t lo, index_t hi) {
   return in.in_range(lo, hi);
 }
 
-/// The call's shape. Kinds that attend within one sequence (Lsh, BigBird) usually get
-/// Lq = Lk and Hq = Hk, and Lsh its keys shared with the queries (`shared_keys`).
-inline AttentionShape decode_shape(ByteReader& in, index_t kind, bool& shared_keys) {
+/// What decoding a call needs to know of its kind beyond the pattern: kinds that attend
+/// within one sequence (Lsh, BigBird) usually get Lq = Lk (self_attention), and Lsh also
+/// Hq = Hk with its keys shared with the queries (shared_keys).
+struct KindHints {
+  bool self_attention = false;
+  bool shared_keys = false;
+};
+template <class P>
+inline constexpr KindHints kHints{};
+template <>
+inline constexpr KindHints kHints<BigBird>{.self_attention = true};
+template <>
+inline constexpr KindHints kHints<Lsh>{.self_attention = true, .shared_keys = true};
+
+/// The call's shape, by the kind's hints; `shared_keys` whether k is q's view.
+inline AttentionShape decode_shape(ByteReader& in, const KindHints& hints, bool& shared_keys) {
   AttentionShape s;
   s.batch = decode_size(in, 1, 2);
   s.kv_heads = decode_size(in, 1, 3);
@@ -113,11 +140,11 @@ inline AttentionShape decode_shape(ByteReader& in, index_t kind, bool& shared_ke
   s.kv_len = decode_size(in, 1, 140);
   s.head_dim = decode_size(in, 1, 40);
   s.value_dim = decode_size(in, 1, 40);
-  const bool self_attention = (kind == 6 || kind == 8) ? !in.rare() : in.byte() < 0x40;
-  shared_keys = kind == 8 && self_attention;
+  const bool self_attention = hints.self_attention ? !in.rare() : in.byte() < 0x40;
+  shared_keys = hints.shared_keys && self_attention;
   if (self_attention) {
     s.kv_len = s.q_len;
-    if (kind == 8) s.kv_heads = s.q_heads;
+    if (hints.shared_keys) s.kv_heads = s.q_heads;
   }
   // Halve the longer length until the call fits kMaxWork (both, when they must stay equal).
   const auto work = [&] {
@@ -181,8 +208,9 @@ inline Linformer decode_linformer(ByteReader& in, const AttentionShape& s) {
   const std::uint64_t seed = in.seed();
   std::vector<float> e = xavier ? Linformer::xavier_uniform_projection(kp, n_max, heads, seed, 0)
                                 : Linformer::gaussian_projection(kp, n_max, heads, seed, 0);
-  Linformer lin = shared ? Linformer(kp, n_max, std::move(e))
-                         : Linformer(kp, n_max, std::move(e), Linformer::gaussian_projection(kp, n_max, heads, seed, 1));
+  Linformer lin = shared
+                      ? Linformer(kp, n_max, std::move(e))
+                      : Linformer(kp, n_max, std::move(e), Linformer::gaussian_projection(kp, n_max, heads, seed, 1));
   lin.causal = in.rare();
   return lin;
 }
@@ -238,45 +266,84 @@ inline KernelizedRpe decode_kernelized_rpe(ByteReader& in, const AttentionShape&
   return rpe;
 }
 
-/// The pattern of kind `kind` (kKindNames) with decoded parameters. Throws
-/// attnkit::invalid_argument where the parameters break a constructor's rule.
-inline Schedule::Layer decode_pattern(ByteReader& in, index_t kind, const AttentionShape& s) {
+/// Each kind's decoder: decode(in, std::type_identity<P>, shape, variant) with the variant
+/// in [0, kVariants<P>) (Full: plain or causal). A registered kind without one does not
+/// compile (FuzzKinds below).
+template <class P>
+inline constexpr index_t kVariants = 1;
+template <>
+inline constexpr index_t kVariants<Full> = 2;
+
+inline Full decode(ByteReader&, std::type_identity<Full>, const AttentionShape&, index_t variant) {
+  return Full{.causal = variant == 1};
+}
+/// Radii in [0, longest + 1]; rarely unbounded or -1 (an error).
+inline SlidingWindow decode(ByteReader& in, std::type_identity<SlidingWindow>, const AttentionShape& s, index_t) {
   const index_t longest = std::max<index_t>({s.q_len, s.kv_len, 1});
   const auto radius = [&]() -> index_t {
     if (in.rare()) return in.flag() ? SlidingWindow::kUnbounded : -1;
     return in.in_range(0, longest + 1);
   };
-  switch (kind) {
-    case 0:
-      return Full{};
-    case 1:
-      return Full{.causal = true};
-    case 2: {
-      const index_t left = radius();
-      return SlidingWindow(left, radius());
-    }
-    case 3: {
-      const index_t left = in.in_range(0, 8), right = in.in_range(0, 8);
-      std::vector<index_t> dilations(static_cast<std::size_t>(in.flag() ? std::max<index_t>(s.q_heads, 1) : 1));
-      if (in.rare()) dilations.push_back(1);  // one per head plus one: an error
-      for (index_t& dilation : dilations) dilation = in.rare() ? 0 : in.in_range(1, 4);
-      return Dilated(left, right, std::move(dilations));
-    }
-    case 4:
-      return Global(decode_tokens(in, longest + (in.rare() ? 2 : 0)));
-    case 5:
-      return decode_block_sparse(in, s);
-    case 6: {
-      const index_t block = in.in_range(1, 40), random_blocks = in.in_range(0, 4);
-      return BigBird(block, random_blocks, in.seed());
-    }
-    case 7:
-      return decode_linformer(in, s);
-    case 8:
-      return decode_lsh(in);
-    default:
-      return decode_kernelized_rpe(in, s);
-  }
+  const index_t left = radius();
+  return SlidingWindow(left, radius());
+}
+/// Radii up to 8, one dilation in 1..4 per head or one shared; rarely one too many or 0.
+inline Dilated decode(ByteReader& in, std::type_identity<Dilated>, const AttentionShape& s, index_t) {
+  const index_t left = in.in_range(0, 8), right = in.in_range(0, 8);
+  std::vector<index_t> dilations(static_cast<std::size_t>(in.flag() ? std::max<index_t>(s.q_heads, 1) : 1));
+  if (in.rare()) dilations.push_back(1);  // one per head plus one: an error
+  for (index_t& dilation : dilations) dilation = in.rare() ? 0 : in.in_range(1, 4);
+  return Dilated(left, right, std::move(dilations));
+}
+inline Global decode(ByteReader& in, std::type_identity<Global>, const AttentionShape& s, index_t) {
+  const index_t longest = std::max<index_t>({s.q_len, s.kv_len, 1});
+  return Global(decode_tokens(in, longest + (in.rare() ? 2 : 0)));
+}
+inline BlockSparse decode(ByteReader& in, std::type_identity<BlockSparse>, const AttentionShape& s, index_t) {
+  return decode_block_sparse(in, s);
+}
+inline BigBird decode(ByteReader& in, std::type_identity<BigBird>, const AttentionShape&, index_t) {
+  const index_t block = in.in_range(1, 40), random_blocks = in.in_range(0, 4);
+  return BigBird(block, random_blocks, in.seed());
+}
+inline Linformer decode(ByteReader& in, std::type_identity<Linformer>, const AttentionShape& s, index_t) {
+  return decode_linformer(in, s);
+}
+inline Lsh decode(ByteReader& in, std::type_identity<Lsh>, const AttentionShape&, index_t) { return decode_lsh(in); }
+inline KernelizedRpe decode(ByteReader& in, std::type_identity<KernelizedRpe>, const AttentionShape& s, index_t) {
+  return decode_kernelized_rpe(in, s);
+}
+
+/// One kind as the fuzzer numbers it: a registered kind (pattern/kinds.hpp) and a variant.
+struct FuzzKind {
+  std::string name;  // the registered name, "Full causal" for Full's variant 1
+  KindHints hints;   // for the shape
+  bool key_padding;  // takes Options::key_lengths (KeyPaddedPattern)
+  AnyKind (*decode)(ByteReader& in, const AttentionShape& s, index_t variant);
+  index_t variant;
+};
+
+/// The fuzzer's kinds: the registry's in its order, each kVariants<P> times (so that the
+/// numbers of the committed corpus stay those of Full, Full causal, SlidingWindow, ...).
+inline const std::vector<FuzzKind>& fuzz_kinds() {
+  static const std::vector<FuzzKind> kinds = [] {
+    std::vector<FuzzKind> all;
+    Kinds::for_each([&]<class P>(std::type_identity<P>, std::size_t registry_index) {
+      for (index_t variant = 0; variant < kVariants<P>; ++variant) {
+        std::string name(Kinds::names[registry_index]);
+        if constexpr (std::is_same_v<P, Full>) {
+          if (variant == 1) name += " causal";
+        }
+        all.push_back(FuzzKind{name, kHints<P>, KeyPaddedPattern<P>,
+                               [](ByteReader& in, const AttentionShape& s, index_t v) -> AnyKind {
+                                 return decode(in, std::type_identity<P>{}, s, v);
+                               },
+                               variant});
+      }
+    });
+    return all;
+  }();
+  return kinds;
 }
 
 /// A placement and the pad of padded rows; rarely a last stride of 2.
@@ -288,7 +355,7 @@ inline Placement decode_placement(ByteReader& in, index_t& pad) {
 
 /// Options: scale (unset, 1, 0, 1/4 or 3; rarely NaN or infinite), threads (0 to 3; rarely -1)
 /// and key lengths (for Linformer usually, each in [0, Lk]; rarely for others or out of range).
-inline Options decode_options(ByteReader& in, index_t kind, const AttentionShape& s) {
+inline Options decode_options(ByteReader& in, const FuzzKind& kind, const AttentionShape& s) {
   Options options;
   switch (in.in_range(0, 5)) {
     case 0:
@@ -306,12 +373,14 @@ inline Options decode_options(ByteReader& in, index_t kind, const AttentionShape
       options.scale = 3.0;
       break;
     default:
-      if (in.rare()) options.scale = in.flag() ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+      if (in.rare())
+        options.scale = in.flag() ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
   }
   options.threads = in.rare() ? -1 : static_cast<int>(in.in_range(0, 3));
-  if ((kind == 7 && in.flag()) || in.rare()) {
+  if ((kind.key_padding && in.flag()) || in.rare()) {
     for (index_t b = 0; b < std::max<index_t>(s.batch, 0) + (in.rare() ? 1 : 0); ++b) {
-      options.key_lengths.push_back(in.rare() ? std::max<index_t>(s.kv_len, 0) + 1 : in.in_range(0, std::max<index_t>(s.kv_len, 0)));
+      options.key_lengths.push_back(in.rare() ? std::max<index_t>(s.kv_len, 0) + 1
+                                              : in.in_range(0, std::max<index_t>(s.kv_len, 0)));
     }
   }
   return options;
@@ -324,7 +393,8 @@ void fill_normal(const TensorView<T>& x, std::uint64_t seed, std::uint64_t strea
   for (index_t b = 0; b < x.batch(); ++b)
     for (index_t h = 0; h < x.heads(); ++h)
       for (index_t l = 0; l < x.seq(); ++l)
-        for (index_t d = 0; d < x.dim(); ++d) x(b, h, l, d) = static_cast<T>(scale * normal_from_counter(seed, stream, 0, index++));
+        for (index_t d = 0; d < x.dim(); ++d)
+          x(b, h, l, d) = static_cast<T>(scale * normal_from_counter(seed, stream, 0, index++));
 }
 
 /// Writes `set`'s values into q, k (the same view when keys are shared) and v.
@@ -358,8 +428,8 @@ void fill_values(ByteReader& in, Values set, const TensorView<T>& q, const Tenso
 /// a row no query attends, which must not reach any output (SPEC.md section 0).
 template <class T>
 void poison_row(const TensorView<T>& k, const TensorView<T>& v, index_t b, index_t h, index_t j) {
-  const T bad = j % 3 == 0 ? std::numeric_limits<T>::quiet_NaN() : (j % 3 == 1 ? std::numeric_limits<T>::infinity()
-                                                                                : -std::numeric_limits<T>::infinity());
+  const T bad = j % 3 == 0 ? std::numeric_limits<T>::quiet_NaN()
+                           : (j % 3 == 1 ? std::numeric_limits<T>::infinity() : -std::numeric_limits<T>::infinity());
   std::fill_n(&k(b, h, j, 0), k.dim(), bad);
   std::fill_n(&v(b, h, j, 0), v.dim(), bad);
 }
@@ -368,10 +438,10 @@ void poison_row(const TensorView<T>& k, const TensorView<T>& v, index_t b, index
 /// head of the kv head's group attends (from the pattern's closed-form mask); for Linformer,
 /// the padded rows j >= key_lengths[b]. Nothing when the call is invalid (it must throw).
 template <class T>
-void poison_unread_keys(const Schedule::Layer& layer, const AttentionShape& s, const Options& options,
-                        const TensorView<T>& k, const TensorView<T>& v) {
-  if (s.batch < 1 || s.kv_heads < 1 || s.q_heads < 1 || s.q_heads % s.kv_heads != 0 || s.head_dim < 1 || s.value_dim < 1 ||
-      s.q_len < 0 || s.kv_len < 0 || k.stride(kDim) != 1 || v.stride(kDim) != 1) {
+void poison_unread_keys(const AnyKind& layer, const AttentionShape& s, const Options& options, const TensorView<T>& k,
+                        const TensorView<T>& v) {
+  if (s.batch < 1 || s.kv_heads < 1 || s.q_heads < 1 || s.q_heads % s.kv_heads != 0 || s.head_dim < 1 ||
+      s.value_dim < 1 || s.q_len < 0 || s.kv_len < 0 || k.stride(kDim) != 1 || v.stride(kDim) != 1) {
     return;
   }
   std::visit(

@@ -11,8 +11,17 @@
 #include <limits>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/call.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/plan_call.hpp"
+#include "attnkit/core/shape.hpp"
 #include "attnkit/kernel/lse_merge.hpp"
+#include "attnkit/pattern/dilated.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/global.hpp"
+#include "attnkit/pattern/sliding_window.hpp"
+#include "attnkit/pattern/union.hpp"
 #include "support/accuracy.hpp"
 #include "support/test_data.hpp"
 
@@ -100,9 +109,15 @@ static_assert(!PositionedPlan<Full::Plan> && !BiasedPlan<Full::Plan> && !Sinking
 template <class T>
 void run_rounds(index_t rounds, const testing::Problem<T>& p, Tensor<T>& out, Tensor<T>& lse, int threads) {
   const AttentionShape& s = p.shape;
-  const TileShape tiles = kernel::default_tile_shape<T>();
-  const AttentionCall<T> call{s, p.q.cview(), p.k.cview(), p.v.cview(), out.view, nullptr,
-                              static_cast<T>(1 / std::sqrt(static_cast<double>(s.head_dim))), threads};
+  const TileShape tiles = TileShape{};
+  const AttentionCall<T> call{s,
+                              p.q.cview(),
+                              p.k.cview(),
+                              p.v.cview(),
+                              out.view,
+                              nullptr,
+                              static_cast<T>(1 / std::sqrt(static_cast<double>(s.head_dim))),
+                              threads};
   const RepeatedRoundsPlan<T> plan(rounds, s, tiles);
   kernel::run_tiled(call, plan, tiles);
   for (index_t b = 0; b < s.batch; ++b)
@@ -122,7 +137,8 @@ void expected_rounds(index_t rounds, const testing::Problem<T>& p, Tensor<double
         double top = -std::numeric_limits<double>::infinity();
         for (index_t j = 0; j < s.kv_len; ++j) {
           double dot = 0;
-          for (index_t d = 0; d < s.head_dim; ++d) dot += static_cast<double>(p.q.view(b, h, i, d)) * p.k.view(b, h / s.group_size(), j, d);
+          for (index_t d = 0; d < s.head_dim; ++d)
+            dot += static_cast<double>(p.q.view(b, h, i, d)) * p.k.view(b, h / s.group_size(), j, d);
           logits[static_cast<std::size_t>(j)] = sigma * dot + (j == i ? RepeatedRoundsPlan<T>::kPenalty : 0.0);
           top = std::max(top, logits[static_cast<std::size_t>(j)]);
         }
@@ -131,7 +147,8 @@ void expected_rounds(index_t rounds, const testing::Problem<T>& p, Tensor<double
         for (index_t j = 0; j < s.kv_len; ++j) {
           const double w = static_cast<double>(rounds) * std::exp(logits[static_cast<std::size_t>(j)] - top);
           z += w;
-          for (index_t d = 0; d < s.value_dim; ++d) acc[static_cast<std::size_t>(d)] += w * p.v.view(b, h / s.group_size(), j, d);
+          for (index_t d = 0; d < s.value_dim; ++d)
+            acc[static_cast<std::size_t>(d)] += w * p.v.view(b, h / s.group_size(), j, d);
         }
         for (index_t d = 0; d < s.value_dim; ++d) out.at(b, h, i, d) = acc[static_cast<std::size_t>(d)] / z;
         lse.at(b, h, i, 0) = top + std::log(z);
@@ -141,8 +158,10 @@ void expected_rounds(index_t rounds, const testing::Problem<T>& p, Tensor<double
 template <class T>
 void expect_rounds_match(index_t rounds, const AttentionShape& s, Layout layout) {
   const auto p = testing::make_problem<T>(s, InputSet::kNormal, 40 + static_cast<std::uint64_t>(rounds), layout);
-  Tensor<T> out(s.batch, s.q_heads, s.q_len, s.value_dim, Layout::kBHLD), lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD);
-  Tensor<double> ref(s.batch, s.q_heads, s.q_len, s.value_dim, Layout::kBHLD), ref_lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD);
+  Tensor<T> out(s.batch, s.q_heads, s.q_len, s.value_dim, Layout::kBHLD),
+      lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD);
+  Tensor<double> ref(s.batch, s.q_heads, s.q_len, s.value_dim, Layout::kBHLD),
+      ref_lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD);
   run_rounds<T>(rounds, p, out, lse, 0);
   expected_rounds<T>(rounds, p, ref, ref_lse);
   const double v_max = testing::max_abs(p.v);
@@ -153,7 +172,8 @@ void expect_rounds_match(index_t rounds, const AttentionShape& s, Layout layout)
       for (index_t i = 0; i < s.q_len; ++i) {
         for (index_t d = 0; d < s.value_dim; ++d) {
           const double r = ref.at(b, h, i, d);
-          ASSERT_NEAR(out.at(b, h, i, d), r, tol * v_max + 5 * tol * std::abs(r)) << b << " " << h << " " << i << " " << d;
+          ASSERT_NEAR(out.at(b, h, i, d), r, tol * v_max + 5 * tol * std::abs(r))
+              << b << " " << h << " " << i << " " << d;
         }
         ASSERT_NEAR(lse.at(b, h, i, 0), ref_lse.at(b, h, i, 0), tol * (1 + std::abs(ref_lse.at(b, h, i, 0))));
       }

@@ -9,8 +9,15 @@
 #include <string>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/eigen.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/reference/attention.hpp"
 #include "support/accuracy.hpp"
+#include "support/long_cases.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -26,8 +33,8 @@ struct Case {
 
   std::string name() const {
     const auto& s = shape;
-    return "B" + std::to_string(s.batch) + "Hq" + std::to_string(s.q_heads) + "Hk" + std::to_string(s.kv_heads) +
-           "Lq" + std::to_string(s.q_len) + "Lk" + std::to_string(s.kv_len) + "D" + std::to_string(s.head_dim) + "Dv" +
+    return "B" + std::to_string(s.batch) + "Hq" + std::to_string(s.q_heads) + "Hk" + std::to_string(s.kv_heads) + "Lq" +
+           std::to_string(s.q_len) + "Lk" + std::to_string(s.kv_len) + "D" + std::to_string(s.head_dim) + "Dv" +
            std::to_string(s.value_dim) + (causal ? "Causal" : "Full") + to_string(set) +
            (layout == Layout::kBHLD ? "BHLD" : "BLHD");
   }
@@ -44,7 +51,8 @@ std::vector<Case> shape_sweep() {
     for (index_t n : {1, 2, 3, 7, 63, 64, 65, 127, 129})
       for (bool causal : {false, true})
         for (InputSet set : {InputSet::kNormal, InputSet::kPeaky, InputSet::kOffset})
-          cases.push_back(Case{self_attention(n, dim), causal, set, Layout::kBHLD, static_cast<std::uint64_t>(n * dim)});
+          cases.push_back(
+              Case{self_attention(n, dim), causal, set, Layout::kBHLD, static_cast<std::uint64_t>(n * dim)});
   return cases;
 }
 
@@ -55,7 +63,7 @@ std::vector<Case> long_sweep() {
     for (index_t dim : {1, 17, 64, 129})
       for (InputSet set : {InputSet::kNormal, InputSet::kPeaky})
         cases.push_back(Case{self_attention(1000, dim), causal, set});
-    cases.push_back(Case{self_attention(4096, 64), causal, InputSet::kNormal});
+    cases.push_back(Case{self_attention(kLongReferenceLength, 64), causal, InputSet::kNormal});
   }
   return cases;
 }

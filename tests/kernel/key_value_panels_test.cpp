@@ -47,19 +47,21 @@ std::vector<float> snapshot(const kernel::KeyValuePanels<float>& panels, const P
 
 void pack_all(kernel::KeyValuePanels<float>& panels, const PanelsProblem& problem, const std::vector<index_t>& map) {
   for (index_t t = 0; t < panels.tile_count(); ++t) {
-    panels.pack_tile(problem.k_view(), 0, 0, t, [&](index_t p) { return map[static_cast<std::size_t>(p)]; },
-                     [&](index_t p) { return 1.0f / (1.0f + static_cast<float>(map[static_cast<std::size_t>(p)])); });
+    panels.pack_tile(
+        problem.k_view(), 0, 0, t, [&](index_t p) { return map[static_cast<std::size_t>(p)]; },
+        [&](index_t p) { return 1.0f / (1.0f + static_cast<float>(map[static_cast<std::size_t>(p)])); });
   }
 }
 
 TEST(KeyValuePanels, RepackedPositionsEqualPackingEveryTileAfresh) {
   // One panel (128 positions in a 128-key tile) and a window over two tiles (300 positions
   // in 256-key tiles), ranges inside one tile, across the boundary, and the whole window.
-  struct Case {
+  struct PanelCase {
     index_t positions, key_rows, first, count;
   };
-  for (const Case& c : {Case{128, 128, 64, 64}, Case{128, 128, 0, 64}, Case{128, 128, 0, 128}, Case{300, 256, 200, 100},
-                        Case{300, 256, 256, 44}, Case{300, 256, 17, 33}}) {
+  for (const PanelCase& c :
+       {PanelCase{128, 128, 64, 64}, PanelCase{128, 128, 0, 64}, PanelCase{128, 128, 0, 128},
+        PanelCase{300, 256, 200, 100}, PanelCase{300, 256, 256, 44}, PanelCase{300, 256, 17, 33}}) {
     PanelsProblem problem(500, 40, c.positions, c.key_rows);
     kernel::KeyValuePanels<float> panels(problem.shape(), problem.tiles, problem.v_view(), false, c.positions);
     std::vector<index_t> before(static_cast<std::size_t>(c.positions)), after(before.size());
@@ -73,10 +75,11 @@ TEST(KeyValuePanels, RepackedPositionsEqualPackingEveryTileAfresh) {
 
     pack_all(panels, problem, before);
     ASSERT_NE(snapshot(panels, problem), expected);  // the case changes something
-    panels.repack_positions(problem.k_view(), 0, 0, c.first, c.count,
-                            [&](index_t p) { return after[static_cast<std::size_t>(p)]; },
-                            [&](index_t p) { return 1.0f / (1.0f + static_cast<float>(after[static_cast<std::size_t>(p)])); });
-    EXPECT_EQ(snapshot(panels, problem), expected) << c.positions << " positions, [" << c.first << ", +" << c.count << ")";
+    panels.repack_positions(
+        problem.k_view(), 0, 0, c.first, c.count, [&](index_t p) { return after[static_cast<std::size_t>(p)]; },
+        [&](index_t p) { return 1.0f / (1.0f + static_cast<float>(after[static_cast<std::size_t>(p)])); });
+    EXPECT_EQ(snapshot(panels, problem), expected)
+        << c.positions << " positions, [" << c.first << ", +" << c.count << ")";
   }
 }
 

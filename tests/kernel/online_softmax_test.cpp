@@ -25,7 +25,8 @@ void expect_tiles_equal_one_softmax() {
   // Base-2 scores [rows x total]: row 1 sees -inf in its first tile, row 2 everywhere (empty),
   // row 3 a large common offset; values [total x value_dim], the last key's row NaN and
   // masked (-inf) for every row.
-  std::vector<double> scores(static_cast<std::size_t>(rows * total)), values(static_cast<std::size_t>(total * value_dim));
+  std::vector<double> scores(static_cast<std::size_t>(rows * total)),
+      values(static_cast<std::size_t>(total * value_dim));
   for (index_t r = 0; r < rows; ++r)
     for (index_t c = 0; c < total; ++c) {
       double s = 4 * normal_from_counter(1, 0, static_cast<std::uint64_t>(r), static_cast<std::uint64_t>(c));
@@ -36,16 +37,20 @@ void expect_tiles_equal_one_softmax() {
   for (index_t j = 0; j < total; ++j)
     for (index_t d = 0; d < value_dim; ++d)
       values[static_cast<std::size_t>(j * value_dim + d)] =
-          j == total - 1 ? NAN : static_cast<T>(normal_from_counter(2, 0, static_cast<std::uint64_t>(j), static_cast<std::uint64_t>(d)));
+          j == total - 1
+              ? NAN
+              : static_cast<T>(normal_from_counter(2, 0, static_cast<std::uint64_t>(j), static_cast<std::uint64_t>(d)));
 
   kernel::OnlineSoftmax<T> softmax(padded_rows, value_dim);
   softmax.reset(padded_rows);
   attnkit::detail::AlignedBuffer<T> tile(padded_rows * keys), value_rows(total * value_dim);
-  for (index_t e = 0; e < total * value_dim; ++e) value_rows.data()[e] = static_cast<T>(values[static_cast<std::size_t>(e)]);
+  for (index_t e = 0; e < total * value_dim; ++e)
+    value_rows.data()[e] = static_cast<T>(values[static_cast<std::size_t>(e)]);
   for (index_t t = 0; t < tiles; ++t) {
     for (index_t r = 0; r < padded_rows; ++r)
       for (index_t c = 0; c < keys; ++c)
-        tile.data()[r * keys + c] = r < rows ? static_cast<T>(scores[static_cast<std::size_t>(r * total + t * keys + c)]) : kMinusInf;
+        tile.data()[r * keys + c] =
+            r < rows ? static_cast<T>(scores[static_cast<std::size_t>(r * total + t * keys + c)]) : kMinusInf;
     softmax.absorb_scores(tile.data(), keys, rows, keys);
     softmax.template accumulate<simd::ZeroWeights::kSkip>(
         tile.data(), keys, kernel::ValueRows<T>{value_rows.data() + t * keys * value_dim, value_dim}, padded_rows, keys,
@@ -71,9 +76,11 @@ void expect_tiles_equal_one_softmax() {
       if (s == -INFINITY) continue;
       const double w = std::exp2(s - top);
       z += w;
-      for (index_t d = 0; d < value_dim; ++d) expected[static_cast<std::size_t>(d)] += w * values[static_cast<std::size_t>(c * value_dim + d)];
+      for (index_t d = 0; d < value_dim; ++d)
+        expected[static_cast<std::size_t>(d)] += w * values[static_cast<std::size_t>(c * value_dim + d)];
     }
-    for (index_t d = 0; d < value_dim; ++d) EXPECT_NEAR(out[static_cast<std::size_t>(d)], expected[static_cast<std::size_t>(d)] / z, tol);
+    for (index_t d = 0; d < value_dim; ++d)
+      EXPECT_NEAR(out[static_cast<std::size_t>(d)], expected[static_cast<std::size_t>(d)] / z, tol);
     EXPECT_NEAR(lse, std::log(2.0) * (top + std::log2(z)), tol * (1 + std::abs(top)));
   }
 }

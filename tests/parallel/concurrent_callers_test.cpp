@@ -15,7 +15,12 @@
 
 #include <omp.h>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/kernelized_rpe.hpp"
+#include "attnkit/pattern/kinds.hpp"
+#include "attnkit/pattern/lsh.hpp"
 #include "dispatch/dispatch_kinds.hpp"
 #include "support/test_data.hpp"
 
@@ -30,7 +35,7 @@ inline constexpr int kRegionThreads = 2;
 /// One call: a pattern on its inputs, with a thread count, made either from the caller's own
 /// thread or from each member of an OpenMP region the caller opens.
 struct Job {
-  Schedule::Layer pattern;
+  AnyKind pattern;
   Problem<float> problem;
   int threads;
   bool inside_region;
@@ -63,11 +68,11 @@ bool same_bits(const Result& a, const Result& b) {
          std::memcmp(a.lse.data.data(), b.lse.data.data(), a.lse.data.size() * sizeof(float)) == 0;
 }
 
-/// Every kind of a Schedule layer (dispatch_kinds, plus KernelizedRpe on its FFT path) on
+/// Every registered kind (dispatch_kinds, plus KernelizedRpe on its FFT path) on
 /// three shapes (batch, head and value widths; dispatch_kinds' patterns fix n and Hq); thread
 /// counts 1, 2, 3 and the default; every fourth job inside a region.
 std::vector<Job> make_jobs() {
-  std::vector<Schedule::Layer> kinds = dispatch_kinds();
+  std::vector<AnyKind> kinds = dispatch_kinds();
   kinds.push_back(KernelizedRpe{.features = 8, .seed = 4, .algorithm = RpeAlgorithm::kFft});
   const index_t n = kDispatchLength;
   const AttentionShape shapes[] = {{1, 4, 4, n, n, 16, 24}, {2, 4, 4, n, n, 40, 8}, {1, 4, 4, n, n, 5, 33}};
@@ -77,8 +82,9 @@ std::vector<Job> make_jobs() {
     for (std::size_t shape = 0; shape < std::size(shapes); ++shape) {
       const std::size_t index = jobs.size();
       const bool rpe = std::holds_alternative<KernelizedRpe>(kinds[kind]);
-      jobs.push_back(Job{kinds[kind], make_problem<float>(shapes[shape], InputSet::kNormal, 100 + index), thread_counts[index % 4],
-                         index % 4 == 3, !rpe, "kind " + std::to_string(kind) + " shape " + std::to_string(shape)});
+      jobs.push_back(Job{kinds[kind], make_problem<float>(shapes[shape], InputSet::kNormal, 100 + index),
+                         thread_counts[index % 4], index % 4 == 3, !rpe,
+                         "kind " + std::to_string(kind) + " shape " + std::to_string(shape)});
     }
   }
   return jobs;
@@ -99,7 +105,8 @@ TEST(ConcurrentCallers, EightThreadsGiveTheBitsOfOneCallAlone) {
       for (int round = 0; round < kRounds; ++round) {
         // Each caller walks the jobs from its own offset, so different kinds run at once.
         for (std::size_t step = 0; step < jobs.size(); step += 2) {
-          const std::size_t j = (step + static_cast<std::size_t>(c) * 5 + static_cast<std::size_t>(round)) % jobs.size();
+          const std::size_t j =
+              (step + static_cast<std::size_t>(c) * 5 + static_cast<std::size_t>(round)) % jobs.size();
           const Job& job = jobs[j];
           if (!job.inside_region) {
             if (!same_bits(run(job, job.threads), expected[j])) mismatches[c].push_back(job.name);
@@ -109,7 +116,8 @@ TEST(ConcurrentCallers, EightThreadsGiveTheBitsOfOneCallAlone) {
           // Every member of the region makes the call (attnkit runs it on the member's thread).
           std::vector<int> member_matches(kRegionThreads, -1);  // -1: the member did not run
 #pragma omp parallel num_threads(kRegionThreads)
-          member_matches[static_cast<std::size_t>(omp_get_thread_num())] = same_bits(run(job, job.threads), expected[j]) ? 1 : 0;
+          member_matches[static_cast<std::size_t>(omp_get_thread_num())] =
+              same_bits(run(job, job.threads), expected[j]) ? 1 : 0;
           for (int match : member_matches) {
             if (match == 0) mismatches[c].push_back(job.name + " (inside a region)");
             if (match >= 0) calls.fetch_add(1, std::memory_order_relaxed);
@@ -122,7 +130,8 @@ TEST(ConcurrentCallers, EightThreadsGiveTheBitsOfOneCallAlone) {
 
   EXPECT_GT(calls.load(), kCallers * kRounds * static_cast<int>(jobs.size()) / 2);
   for (int c = 0; c < kCallers; ++c) {
-    for (const std::string& name : mismatches[c]) ADD_FAILURE() << "caller " << c << ": " << name << " differs from the call alone";
+    for (const std::string& name : mismatches[c])
+      ADD_FAILURE() << "caller " << c << ": " << name << " differs from the call alone";
   }
 }
 

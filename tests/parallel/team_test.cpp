@@ -1,5 +1,6 @@
 // parallel::Team and resolve_threads: every loop visits each item exactly once, single() runs
-// its body once per team, leader() once on the calling thread, small calls and calls from a caller's own region stay on one thread.
+// its body once per team, leader() once on the calling thread, small calls and calls from a caller's own region stay on
+// one thread.
 
 #include <gtest/gtest.h>
 
@@ -82,9 +83,7 @@ TEST(ResolveThreads, SmallCallsAndNestedCallsStayOnOneThread) {
 #if defined(_OPENMP)
   std::atomic<int> nested{0};
 #pragma omp parallel num_threads(2)
-  {
-    nested.fetch_add(resolve_threads(2, 1e12));
-  }
+  { nested.fetch_add(resolve_threads(2, 1e12)); }
   // Two members resolve to 1 each (a region of one, were the runtime to give only one
   // thread, is not "in parallel" and may use 2: the sum is 2 either way, 4 when broken).
   EXPECT_EQ(nested.load(), 2);

@@ -4,8 +4,13 @@
 
 #include <string>
 
-#include "attnkit/attnkit.hpp"
-#include "support/pattern_checks.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/ascii_view.hpp"
+#include "attnkit/pattern/block_sparse.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/sliding_window.hpp"
+#include "support/plan_checks.hpp"
 
 namespace attnkit::testing {
 namespace {
@@ -29,7 +34,11 @@ TEST(AsciiView, WindowDownsampledIntoCells) {
 TEST(AsciiView, PicksTheHead) {
   const BlockSparse shifts = BlockSparse::cyclic_shifts(1, 3, {0, 1});
   EXPECT_EQ(ascii_view(shifts, AttentionShape{1, 2, 1, 3, 3, 1, 1}, 1), ".#.\n..#\n#..\n");
-  expect_invalid_argument([&] { (void)ascii_view(shifts, AttentionShape{1, 2, 1, 3, 3, 1, 1}, 2); }, "ascii_view: head = 2");
+  expect_invalid_argument(
+      [&] {
+        (void)ascii_view(shifts, AttentionShape{1, 2, 1, 3, 3, 1, 1}, 2);
+      },
+      "ascii_view: head = 2");
 }
 
 }  // namespace

@@ -3,8 +3,21 @@
 
 #include <gtest/gtest.h>
 
-#include "attnkit/attnkit.hpp"
-#include "support/pattern_checks.hpp"
+#include "attnkit/core/concepts.hpp"
+#include "attnkit/core/cost.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/attended_keys.hpp"
+#include "attnkit/pattern/big_bird.hpp"
+#include "attnkit/pattern/block_sparse.hpp"
+#include "attnkit/pattern/dilated.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/global.hpp"
+#include "attnkit/pattern/intersection.hpp"
+#include "attnkit/pattern/per_head.hpp"
+#include "attnkit/pattern/sliding_window.hpp"
+#include "attnkit/pattern/union.hpp"
+#include "support/plan_checks.hpp"
 
 namespace attnkit::testing {
 namespace {

@@ -8,7 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/big_bird.hpp"
+#include "attnkit/pattern/block_layout.hpp"
+#include "attnkit/pattern/block_sparse.hpp"
+#include "attnkit/pattern/full.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -22,7 +28,8 @@ TEST(BigBirdSampler, RowsAvoidWindowAndGlobalsWithoutDuplicates) {
       for (index_t p = 0; p < blocks; ++p) {
         const std::vector<index_t> row = pattern.random_row(h, p, blocks);
         const bool global = p == 0 || p == blocks - 1;
-        const index_t candidates = global ? 0 : blocks - 2 - (std::min(p + 1, blocks - 2) - std::max(p - 1, index_t{1}) + 1);
+        const index_t candidates =
+            global ? 0 : blocks - 2 - (std::min(p + 1, blocks - 2) - std::max(p - 1, index_t{1}) + 1);
         EXPECT_EQ(static_cast<index_t>(row.size()), std::min<index_t>(3, candidates)) << "nb " << blocks << " p " << p;
         for (std::size_t e = 0; e < row.size(); ++e) {
           EXPECT_NE(row[e], 0);
@@ -54,7 +61,8 @@ TEST(BigBirdSampler, SameTableWhateverTheThreadCountAndOrder) {
     for (index_t item = heads * blocks - 1; item >= 0; --item) {  // reverse order, any thread
       const std::vector<index_t> row = pattern.random_row(item / blocks, item % blocks, blocks);
       for (index_t e = 0; e < 3; ++e)
-        rows[static_cast<std::size_t>(item * 3 + e)] = e < static_cast<index_t>(row.size()) ? row[static_cast<std::size_t>(e)] : -1;
+        rows[static_cast<std::size_t>(item * 3 + e)] =
+            e < static_cast<index_t>(row.size()) ? row[static_cast<std::size_t>(e)] : -1;
     }
     EXPECT_EQ(rows, table) << threads << " threads";
   }
@@ -99,7 +107,8 @@ TEST(BigBirdCost, AttendedPairsCountTheMask) {
     for (index_t block : {1, 16, 50}) {
       const BigBird pattern(block, 2, static_cast<std::uint64_t>(n + block));
       const AttentionShape shape{2, 3, 1, n, n, 4, 4};
-      EXPECT_EQ(pattern.cost(shape).attended_pairs, count_mask_pairs(pattern, shape)) << "n " << n << " block " << block;
+      EXPECT_EQ(pattern.cost(shape).attended_pairs, count_mask_pairs(pattern, shape))
+          << "n " << n << " block " << block;
     }
 }
 
@@ -107,7 +116,7 @@ TEST(BigBirdPlan, AgreesWithPredicate) {
   for (index_t n : {1, 70, 200, 333})
     for (index_t block : {1, 16, 50})
       expect_plan_matches_mask(BigBird(block, 2, static_cast<std::uint64_t>(n)), AttentionShape{1, 3, 1, n, n, 4, 4},
-                                    TileShape{32, 128});
+                               TileShape{32, 128});
 }
 
 TEST(BigBirdAttention, MatchesReference) {

@@ -6,7 +6,15 @@
 #include <string>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/rng.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/pattern/block_layout.hpp"
+#include "attnkit/pattern/block_sparse.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/per_head.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -35,11 +43,8 @@ void expect_rejected(const std::function<void()>& make, const std::string& fragm
 TEST(BlockSparseMask, RaggedLastBlock) {
   // b = 2, n = 5: blocks {0,1}, {2,3}, {4}; layout rows: {0, 2}, {1}, {0, 1, 2}.
   const BlockSparse pattern(2, {BlockLayout::from_rows(3, {{0, 2}, {1}, {0, 1, 2}})});
-  EXPECT_EQ(mask_of(pattern, 0, 5, 5), (Rows{{1, 1, 0, 0, 1},
-                                             {1, 1, 0, 0, 1},
-                                             {0, 0, 1, 1, 0},
-                                             {0, 0, 1, 1, 0},
-                                             {1, 1, 1, 1, 1}}));
+  EXPECT_EQ(mask_of(pattern, 0, 5, 5),
+            (Rows{{1, 1, 0, 0, 1}, {1, 1, 0, 0, 1}, {0, 0, 1, 1, 0}, {0, 0, 1, 1, 0}, {1, 1, 1, 1, 1}}));
 }
 
 TEST(BlockSparseMask, CausalKeepsOnlyPastKeysInsideBlocks) {
@@ -81,8 +86,11 @@ TEST(BlockSparseErrors, BadParametersAreRejected) {
   expect_rejected([] { BlockLayout::from_rows(3, {{0, 0}}); }, "strictly increasing");
   expect_rejected([] { BlockLayout::from_rows(3, {{3}}); }, "rows[0][0] = 3");
   expect_rejected([] { BlockSparse::blockbert(2, {{0, 0, 1}}); }, "permutation");
-  expect_rejected([] { BlockSparse(2, {BlockLayout::from_rows(2, {{0}, {1}}), BlockLayout::from_rows(3, {{0}, {1}})}); },
-                  "layouts[1] blocks");
+  expect_rejected(
+      [] {
+        BlockSparse(2, {BlockLayout::from_rows(2, {{0}, {1}}), BlockLayout::from_rows(3, {{0}, {1}})});
+      },
+      "layouts[1] blocks");
 }
 
 TEST(BlockSparseErrors, LayoutShapeMustMatchTheCall) {
@@ -119,11 +127,13 @@ TEST(BlockSparseCost, AttendedPairsCountTheMask) {
     for (index_t n : {1, 5, 37, 100}) {
       const index_t block = 8;
       const index_t blocks = detail::ceil_div(n, block);
-      const BlockSparse pattern(block, {random_layout(blocks, blocks, 0.5, static_cast<std::uint64_t>(n)),
-                                        random_layout(blocks, blocks, 0.5, static_cast<std::uint64_t>(n) + 1)},
+      const BlockSparse pattern(block,
+                                {random_layout(blocks, blocks, 0.5, static_cast<std::uint64_t>(n)),
+                                 random_layout(blocks, blocks, 0.5, static_cast<std::uint64_t>(n) + 1)},
                                 causal);
       const AttentionShape shape{3, 2, 1, n, n, 4, 6};
-      EXPECT_EQ(pattern.cost(shape).attended_pairs, count_mask_pairs(pattern, shape)) << "n " << n << " causal " << causal;
+      EXPECT_EQ(pattern.cost(shape).attended_pairs, count_mask_pairs(pattern, shape))
+          << "n " << n << " causal " << causal;
     }
 }
 

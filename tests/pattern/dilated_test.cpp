@@ -6,7 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/rng.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/dilated.hpp"
+#include "attnkit/pattern/sliding_window.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -17,22 +23,23 @@ using Rows = std::vector<std::vector<int>>;
 
 TEST(DilatedMask, DilationTwoRadiusOne) {
   // Row i attends i - 2, i, i + 2 inside the sequence.
-  EXPECT_EQ(mask_rows(Dilated(1, 1, {2}), AttentionShape{1, 1, 1, 6, 6, 1, 1}),
-            (Rows{{1, 0, 1, 0, 0, 0},
-                  {0, 1, 0, 1, 0, 0},
-                  {1, 0, 1, 0, 1, 0},
-                  {0, 1, 0, 1, 0, 1},
-                  {0, 0, 1, 0, 1, 0},
-                  {0, 0, 0, 1, 0, 1}}));
+  EXPECT_EQ(mask_rows(Dilated(1, 1, {2}), AttentionShape{1, 1, 1, 6, 6, 1, 1}), (Rows{{1, 0, 1, 0, 0, 0},
+                                                                                      {0, 1, 0, 1, 0, 0},
+                                                                                      {1, 0, 1, 0, 1, 0},
+                                                                                      {0, 1, 0, 1, 0, 1},
+                                                                                      {0, 0, 1, 0, 1, 0},
+                                                                                      {0, 0, 0, 1, 0, 1}}));
 }
 
 TEST(DilatedMask, PerHeadDilationsAndAsymmetricRadii) {
   const Dilated pattern(0, 2, {1, 3});
   const AttentionShape shape{1, 2, 1, 4, 8, 1, 1};
-  EXPECT_EQ(mask_rows(pattern, shape, 0),
-            (Rows{{1, 1, 1, 0, 0, 0, 0, 0}, {0, 1, 1, 1, 0, 0, 0, 0}, {0, 0, 1, 1, 1, 0, 0, 0}, {0, 0, 0, 1, 1, 1, 0, 0}}));
-  EXPECT_EQ(mask_rows(pattern, shape, 1),
-            (Rows{{1, 0, 0, 1, 0, 0, 1, 0}, {0, 1, 0, 0, 1, 0, 0, 1}, {0, 0, 1, 0, 0, 1, 0, 0}, {0, 0, 0, 1, 0, 0, 1, 0}}));
+  EXPECT_EQ(
+      mask_rows(pattern, shape, 0),
+      (Rows{{1, 1, 1, 0, 0, 0, 0, 0}, {0, 1, 1, 1, 0, 0, 0, 0}, {0, 0, 1, 1, 1, 0, 0, 0}, {0, 0, 0, 1, 1, 1, 0, 0}}));
+  EXPECT_EQ(
+      mask_rows(pattern, shape, 1),
+      (Rows{{1, 0, 0, 1, 0, 0, 1, 0}, {0, 1, 0, 0, 1, 0, 0, 1}, {0, 0, 1, 0, 0, 1, 0, 0}, {0, 0, 0, 1, 0, 0, 1, 0}}));
 }
 
 TEST(DilatedMask, DilationOneIsTheSlidingWindow) {
@@ -46,8 +53,11 @@ TEST(DilatedErrors, BadParametersAreRejected) {
   expect_message([] { return Dilated(1, -2, {1}); }, "Dilated: right = -2");
   expect_message([] { return Dilated(1, 1, {}); }, "Dilated: dilations.size() = 0");
   expect_message([] { return Dilated(1, 1, {2, 0}); }, "Dilated: dilations[1] = 0");
-  expect_message([] { return Dilated(1, 1, {2, 3}).cost(AttentionShape{1, 3, 1, 9, 9, 4, 4}); },
-                 "dilations.size() = 2");
+  expect_message(
+      [] {
+        return Dilated(1, 1, {2, 3}).cost(AttentionShape{1, 3, 1, 9, 9, 4, 4});
+      },
+      "dilations.size() = 2");
 }
 
 TEST(ResidueClasses, PositionsAndRowsAreInverse) {
@@ -81,7 +91,8 @@ TEST(DilatedPlan, AgreesWithMaskOverRandomParameters) {
 TEST(DilatedCost, AttendedPairsCountTheMask) {
   for (index_t lq : {0, 1, 9, 100})
     for (index_t lk : {0, 1, 9, 130})
-      for (const Dilated& pattern : {Dilated(0, 0, {3}), Dilated(2, 7, {1, 4}), Dilated(SlidingWindow::kUnbounded, 1, {2, 5})}) {
+      for (const Dilated& pattern :
+           {Dilated(0, 0, {3}), Dilated(2, 7, {1, 4}), Dilated(SlidingWindow::kUnbounded, 1, {2, 5})}) {
         const AttentionShape shape{1, 2, 1, lq, lk, 8, 8};
         EXPECT_EQ(pattern.cost(shape).attended_pairs, count_mask_pairs(pattern, shape));
       }
@@ -107,7 +118,8 @@ TEST(DilatedIdentity, EachResidueClassIsAWindowOnItsSubsequence) {
     attention(SlidingWindow(3, 5), sub.q.cview(), sub.k.cview(), sub.v.cview(), window.view);
     for (index_t a = 0; a < rows; ++a)
       for (index_t d = 0; d < dim; ++d) {
-        ASSERT_NEAR(window.at(0, 0, a, d), dilated.at(0, 0, c + a * dilation, d), 1e-12) << "class " << c << " row " << a;
+        ASSERT_NEAR(window.at(0, 0, a, d), dilated.at(0, 0, c + a * dilation, d), 1e-12)
+            << "class " << c << " row " << a;
       }
   }
 }
@@ -123,8 +135,8 @@ TEST(DilatedIdentity, SameResultForAnyThreadCount) {
 }
 
 TEST(DilatedAttention, MatchesReference) {
-  for (const Dilated& pattern : {Dilated(0, 0, {2}), Dilated(4, 4, {3}), Dilated(64, 64, {2}), Dilated(17, 0, {5}),
-                                 Dilated(100, 30, {7})}) {
+  for (const Dilated& pattern :
+       {Dilated(0, 0, {2}), Dilated(4, 4, {3}), Dilated(64, 64, {2}), Dilated(17, 0, {5}), Dilated(100, 30, {7})}) {
     for (index_t n : {1, 7, 65, 300, 1000})
       for (index_t dim : {16, 64}) {
         SCOPED_TRACE(::testing::Message() << "n " << n << " D " << dim << " d " << pattern.dilations()[0]);
@@ -139,7 +151,8 @@ TEST(DilatedAttention, MatchesReference) {
     expect_matches_reference<double>(mixed, AttentionShape{1, 4, 4, 300, 300, 64, 64}, set, 5);
   }
   // Lq != Lk, Dv != D, GQA groups mixing dilations (K/V packed per distinct dilation), BLHD.
-  expect_matches_reference<float>(mixed, AttentionShape{2, 4, 2, 150, 260, 32, 20}, InputSet::kNormal, 6, Layout::kBLHD);
+  expect_matches_reference<float>(mixed, AttentionShape{2, 4, 2, 150, 260, 32, 20}, InputSet::kNormal, 6,
+                                  Layout::kBLHD);
   expect_matches_reference<float>(mixed, AttentionShape{1, 4, 1, 260, 150, 17, 40}, InputSet::kNormal, 7);
 }
 

@@ -5,8 +5,10 @@
 
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
-#include "support/pattern_checks.hpp"
+#include "attnkit/core/rng.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "support/plan_checks.hpp"
 #include "support/test_data.hpp"
 
 namespace attnkit {

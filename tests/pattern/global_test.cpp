@@ -6,7 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/rng.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/global.hpp"
+#include "attnkit/pattern/sliding_window.hpp"
+#include "attnkit/pattern/union.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -16,7 +23,8 @@ namespace {
 using Rows = std::vector<std::vector<int>>;
 
 TEST(GlobalMask, GlobalRowsAndColumns) {
-  EXPECT_EQ(mask_rows(Global({0, 3}), AttentionShape{1, 1, 1, 5, 5, 1, 1}), (Rows{{1, 1, 1, 1, 1}, {1, 0, 0, 1, 0}, {1, 0, 0, 1, 0}, {1, 1, 1, 1, 1}, {1, 0, 0, 1, 0}}));
+  EXPECT_EQ(mask_rows(Global({0, 3}), AttentionShape{1, 1, 1, 5, 5, 1, 1}),
+            (Rows{{1, 1, 1, 1, 1}, {1, 0, 0, 1, 0}, {1, 0, 0, 1, 0}, {1, 1, 1, 1, 1}, {1, 0, 0, 1, 0}}));
 }
 
 TEST(GlobalErrors, BadTokensAreRejected) {

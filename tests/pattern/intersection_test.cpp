@@ -5,7 +5,15 @@
 
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/rng.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/block_sparse.hpp"
+#include "attnkit/pattern/dilated.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/global.hpp"
+#include "attnkit/pattern/intersection.hpp"
+#include "attnkit/pattern/sliding_window.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -15,8 +23,9 @@ namespace {
 using Rows = std::vector<std::vector<int>>;
 
 TEST(IntersectionMask, WindowMadeCausal) {
-  EXPECT_EQ(mask_rows(Intersection{SlidingWindow::symmetric(1), Full{.causal = true}}, AttentionShape{1, 1, 1, 4, 4, 1, 1}),
-            (Rows{{1, 0, 0, 0}, {1, 1, 0, 0}, {0, 1, 1, 0}, {0, 0, 1, 1}}));
+  EXPECT_EQ(
+      mask_rows(Intersection{SlidingWindow::symmetric(1), Full{.causal = true}}, AttentionShape{1, 1, 1, 4, 4, 1, 1}),
+      (Rows{{1, 0, 0, 0}, {1, 1, 0, 0}, {0, 1, 1, 0}, {0, 0, 1, 1}}));
 }
 
 TEST(IntersectionIdentity, CausalBlockSparseIsTheCausalLayout) {
@@ -45,8 +54,8 @@ TEST(IntersectionPlan, AgreesWithMaskOverRandomParameters) {
     const Global globals(random_tokens(std::min(shape.q_len, shape.kv_len), draw(5, 6), trial));
     // Overlapping tiles of the operands may hold no common pair: empty tiles are allowed.
     expect_plan_matches_mask(Intersection{window, Full{.causal = draw(8, 2) == 0}}, shape, tiles, EmptyTiles::kAllowed);
-    expect_plan_matches_mask(Intersection{Dilated(draw(9, 30), draw(10, 30), {1 + draw(11, 5), 2}), globals}, shape, tiles,
-                             EmptyTiles::kAllowed);
+    expect_plan_matches_mask(Intersection{Dilated(draw(9, 30), draw(10, 30), {1 + draw(11, 5), 2}), globals}, shape,
+                             tiles, EmptyTiles::kAllowed);
     if (trial % 10 == 0) expect_counts_match_mask(Intersection{window, Full{.causal = true}}, shape);
   }
 }

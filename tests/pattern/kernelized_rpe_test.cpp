@@ -11,7 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/concepts.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/rpe_bias.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/kernelized_rpe.hpp"
 #include "support/accuracy.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/rpe_accuracy.hpp"
@@ -35,8 +41,9 @@ RpeBias decaying_bias(index_t max_distance, index_t heads, double slope = 0.02) 
   std::vector<float> values;
   for (index_t h = 0; h < heads; ++h)
     for (index_t t = -max_distance; t <= max_distance; ++t) {
-      values.push_back(static_cast<float>(-slope * std::abs(static_cast<double>(t)) / (1 + 0.1 * static_cast<double>(h)) +
-                                          0.3 * std::sin(0.7 * static_cast<double>(t + h))));
+      values.push_back(
+          static_cast<float>(-slope * std::abs(static_cast<double>(t)) / (1 + 0.1 * static_cast<double>(h)) +
+                             0.3 * std::sin(0.7 * static_cast<double>(t + h))));
     }
   return RpeBias(max_distance, std::move(values));
 }
@@ -45,12 +52,13 @@ RpeBias decaying_bias(index_t max_distance, index_t heads, double slope = 0.02) 
 /// section 11's tolerances on numerator and denominator; `column_relative`: the FFT path's).
 template <class T>
 ::testing::AssertionResult matches_reference(const KernelizedRpe& rpe, const AttentionShape& s, InputSet set,
-                                             std::uint64_t seed, Layout layout = Layout::kBHLD, const Options& options = {},
-                                             bool column_relative = true) {
+                                             std::uint64_t seed, Layout layout = Layout::kBHLD,
+                                             const Options& options = {}, bool column_relative = true) {
   const testing::Problem<T> p = testing::make_problem<T>(s, set, seed, layout);
   Tensor<T> out(s.batch, s.q_heads, s.q_len, s.value_dim, layout);
   attention(rpe, p.q.cview(), p.k.cview(), p.v.cview(), out.view, options);
-  return testing::rpe_matches_reference<T>(rpe, p.q.cview(), p.k.cview(), p.v.cview(), out.cview(), options, column_relative);
+  return testing::rpe_matches_reference<T>(rpe, p.q.cview(), p.k.cview(), p.v.cview(), out.cview(), options,
+                                           column_relative);
 }
 
 TEST(KernelizedRpe, FftAndDirectMatchReferenceOverShapes) {
@@ -60,9 +68,13 @@ TEST(KernelizedRpe, FftAndDirectMatchReferenceOverShapes) {
         for (const bool causal : {false, true}) {
           const index_t dv = dim == 64 ? 65 : dim + 2;
           const AttentionShape s{1, 2, 2, n, n, dim, dv};
-          const KernelizedRpe rpe{.features = 16, .seed = 3, .bias = decaying_bias(std::max<index_t>(n - 1, 0), 2),
-                                  .causal = causal, .algorithm = algorithm};
-          EXPECT_TRUE(matches_reference<float>(rpe, s, InputSet::kNormal, 11)) << "n " << n << " D " << dim << " causal " << causal;
+          const KernelizedRpe rpe{.features = 16,
+                                  .seed = 3,
+                                  .bias = decaying_bias(std::max<index_t>(n - 1, 0), 2),
+                                  .causal = causal,
+                                  .algorithm = algorithm};
+          EXPECT_TRUE(matches_reference<float>(rpe, s, InputSet::kNormal, 11))
+              << "n " << n << " D " << dim << " causal " << causal;
         }
       }
     }
@@ -75,8 +87,13 @@ TEST(KernelizedRpe, FeatureMapsOrthogonalAndClippedBias) {
     for (const bool orthogonal : {false, true}) {
       for (const RpeAlgorithm algorithm : {RpeAlgorithm::kFft, RpeAlgorithm::kDirect}) {
         for (const bool causal : {false, true}) {
-          const KernelizedRpe rpe{.features = 40, .map = map, .orthogonal = orthogonal, .temperature = 0.5,
-                                  .bias = decaying_bias(20, 1), .causal = causal, .algorithm = algorithm};
+          const KernelizedRpe rpe{.features = 40,
+                                  .map = map,
+                                  .orthogonal = orthogonal,
+                                  .temperature = 0.5,
+                                  .bias = decaying_bias(20, 1),
+                                  .causal = causal,
+                                  .algorithm = algorithm};
           EXPECT_TRUE(matches_reference<float>(rpe, s, InputSet::kNormal, 5))
               << "map " << static_cast<int>(map) << " orthogonal " << orthogonal << " causal " << causal;
           EXPECT_TRUE(matches_reference<double>(rpe, s, InputSet::kNormal, 5));
@@ -89,7 +106,8 @@ TEST(KernelizedRpe, FeatureMapsOrthogonalAndClippedBias) {
 TEST(KernelizedRpe, GqaStridesUnequalLengthsScaleAndPeakyInputs) {
   const KernelizedRpe rpe{.features = 32, .bias = decaying_bias(40, 4), .algorithm = RpeAlgorithm::kFft};
   EXPECT_TRUE(matches_reference<float>(rpe, AttentionShape{2, 4, 2, 100, 100, 32, 16}, InputSet::kNormal, 1));
-  EXPECT_TRUE(matches_reference<float>(rpe, AttentionShape{1, 4, 1, 90, 90, 16, 31}, InputSet::kNormal, 2, Layout::kBLHD));
+  EXPECT_TRUE(
+      matches_reference<float>(rpe, AttentionShape{1, 4, 1, 90, 90, 16, 31}, InputSet::kNormal, 2, Layout::kBLHD));
   for (const bool causal : {false, true}) {
     KernelizedRpe unequal = rpe;
     unequal.causal = causal;
@@ -97,13 +115,14 @@ TEST(KernelizedRpe, GqaStridesUnequalLengthsScaleAndPeakyInputs) {
     EXPECT_TRUE(matches_reference<float>(unequal, AttentionShape{1, 4, 4, 130, 40, 16, 16}, InputSet::kNormal, 4));
   }
   EXPECT_TRUE(matches_reference<float>(rpe, AttentionShape{1, 4, 4, 64, 64, 16, 16}, InputSet::kPeaky, 5));
-  EXPECT_TRUE(matches_reference<float>(rpe, AttentionShape{1, 4, 4, 64, 64, 16, 16}, InputSet::kNormal, 6, Layout::kBHLD,
-                                       Options{.scale = -0.3}));
+  EXPECT_TRUE(matches_reference<float>(rpe, AttentionShape{1, 4, 4, 64, 64, 16, 16}, InputSet::kNormal, 6,
+                                       Layout::kBHLD, Options{.scale = -0.3}));
 }
 
 /// Performer's linear attention with the kernel's features, written here from the closed
 /// form: o_i = phi_q_i^T (sum_j phi_k_j v_j^T) / phi_q_i^T sum_j phi_k_j (causal: j <= i).
-std::vector<double> linear_attention(const KernelizedRpe& rpe, const testing::Problem<float>& p, index_t h, bool causal) {
+std::vector<double> linear_attention(const KernelizedRpe& rpe, const testing::Problem<float>& p, index_t h,
+                                     bool causal) {
   const index_t n = p.q.view.seq(), dim = p.q.view.dim(), dv = p.v.view.dim(), m = rpe.features;
   const std::vector<double> w = rpe.feature_matrix(h, dim);
   const double root = std::pow(static_cast<double>(dim), -0.25);
@@ -124,7 +143,8 @@ std::vector<double> linear_attention(const KernelizedRpe& rpe, const testing::Pr
     const std::vector<double> fk = phi(p.k.view.row(0, h, j));
     for (index_t r = 0; r < m; ++r) {
       normaliser[static_cast<std::size_t>(r)] += fk[static_cast<std::size_t>(r)];
-      for (index_t d = 0; d < dv; ++d) state[static_cast<std::size_t>(r * dv + d)] += fk[static_cast<std::size_t>(r)] * p.v.view(0, h, j, d);
+      for (index_t d = 0; d < dv; ++d)
+        state[static_cast<std::size_t>(r * dv + d)] += fk[static_cast<std::size_t>(r)] * p.v.view(0, h, j, d);
     }
   };
   if (!causal)
@@ -136,7 +156,8 @@ std::vector<double> linear_attention(const KernelizedRpe& rpe, const testing::Pr
     for (index_t r = 0; r < m; ++r) den += fq[static_cast<std::size_t>(r)] * normaliser[static_cast<std::size_t>(r)];
     for (index_t d = 0; d < dv; ++d) {
       double num = 0;
-      for (index_t r = 0; r < m; ++r) num += fq[static_cast<std::size_t>(r)] * state[static_cast<std::size_t>(r * dv + d)];
+      for (index_t r = 0; r < m; ++r)
+        num += fq[static_cast<std::size_t>(r)] * state[static_cast<std::size_t>(r * dv + d)];
       out[static_cast<std::size_t>(i * dv + d)] = num / den;
     }
   }
@@ -155,7 +176,8 @@ TEST(KernelizedRpe, ZeroBiasIsLinearAttentionAndCausalIsItsPrefixSum) {
         const std::vector<double> expected = linear_attention(rpe, p, h, causal);
         for (index_t i = 0; i < 200; ++i)
           for (index_t d = 0; d < 8; ++d) {
-            ASSERT_NEAR(out.view(0, h, i, d), expected[static_cast<std::size_t>(i * 8 + d)], 2e-5 * testing::max_abs(p.v) + 1e-4 * std::abs(expected[static_cast<std::size_t>(i * 8 + d)]))
+            ASSERT_NEAR(out.view(0, h, i, d), expected[static_cast<std::size_t>(i * 8 + d)],
+                        2e-5 * testing::max_abs(p.v) + 1e-4 * std::abs(expected[static_cast<std::size_t>(i * 8 + d)]))
                 << "causal " << causal << " h " << h << " i " << i;
           }
       }
@@ -178,15 +200,17 @@ std::vector<double> exact_softmax_rpe(const KernelizedRpe& rpe, const testing::P
     for (index_t j = 0; j < n; ++j) {
       double dot = 0;
       for (index_t d = 0; d < dim; ++d) dot += static_cast<double>(p.q.view(0, 0, i, d)) * p.k.view(0, 0, j, d);
-      dot = rpe.map == FeatureMap::kNormalizedPositive ? dot / (norm(p.q.view.row(0, 0, i)) * norm(p.k.view.row(0, 0, j)) * rpe.temperature)
-                                                       : dot / std::sqrt(static_cast<double>(dim));
+      dot = rpe.map == FeatureMap::kNormalizedPositive
+                ? dot / (norm(p.q.view.row(0, 0, i)) * norm(p.k.view.row(0, 0, j)) * rpe.temperature)
+                : dot / std::sqrt(static_cast<double>(dim));
       logits[static_cast<std::size_t>(j)] = dot + rpe.bias.at(0, j - i);
     }
     const double top = *std::max_element(logits.begin(), logits.end());
     double z = 0;
     for (double& l : logits) z += (l = std::exp(l - top));
     for (index_t j = 0; j < n; ++j)
-      for (index_t d = 0; d < dv; ++d) out[static_cast<std::size_t>(i * dv + d)] += logits[static_cast<std::size_t>(j)] / z * p.v.view(0, 0, j, d);
+      for (index_t d = 0; d < dv; ++d)
+        out[static_cast<std::size_t>(i * dv + d)] += logits[static_cast<std::size_t>(j)] / z * p.v.view(0, 0, j, d);
   }
   return out;
 }
@@ -205,7 +229,11 @@ TEST(KernelizedRpe, ErrorAgainstExactSoftmaxShrinksLikeInverseSquareRootOfFeatur
         testing::Problem<float> p = testing::make_problem<float>(s, InputSet::kNormal, 100 + seed);
         for (float& x : p.q.data) x *= 0.5f;
         for (float& x : p.k.data) x *= 0.5f;
-        const KernelizedRpe rpe{.features = m, .map = map, .temperature = 2, .seed = seed, .bias = decaying_bias(47, 1, 0.05),
+        const KernelizedRpe rpe{.features = m,
+                                .map = map,
+                                .temperature = 2,
+                                .seed = seed,
+                                .bias = decaying_bias(47, 1, 0.05),
                                 .algorithm = RpeAlgorithm::kFft};
         Tensor<float> out(1, 1, 48, 4, Layout::kBHLD);
         attention(rpe, p.q.cview(), p.k.cview(), p.v.cview(), out.view);
@@ -219,8 +247,10 @@ TEST(KernelizedRpe, ErrorAgainstExactSoftmaxShrinksLikeInverseSquareRootOfFeatur
     }
     // m grows 16x: m^{-1/2} predicts a 4x smaller error; accept 2.5x to 6.5x.
     const double ratio = medians[0] / medians[1];
-    EXPECT_GT(ratio, 2.5) << "map " << static_cast<int>(map) << " median RMS errors " << medians[0] << ", " << medians[1];
-    EXPECT_LT(ratio, 6.5) << "map " << static_cast<int>(map) << " median RMS errors " << medians[0] << ", " << medians[1];
+    EXPECT_GT(ratio, 2.5) << "map " << static_cast<int>(map) << " median RMS errors " << medians[0] << ", "
+                          << medians[1];
+    EXPECT_LT(ratio, 6.5) << "map " << static_cast<int>(map) << " median RMS errors " << medians[0] << ", "
+                          << medians[1];
   }
 }
 
@@ -236,10 +266,12 @@ TEST(KernelizedRpe, NormalisedFeaturesStayFiniteWherePositiveFeaturesOverflow) {
   float largest_exponent = 0;
   for (index_t r = 0; r < 64; ++r) {
     float dot = 0;
-    for (index_t d = 0; d < 16; ++d) dot += static_cast<float>(w[static_cast<std::size_t>(r * 16 + d)]) * 0.5f * p.k.view(0, 0, 0, d);
+    for (index_t d = 0; d < 16; ++d)
+      dot += static_cast<float>(w[static_cast<std::size_t>(r * 16 + d)]) * 0.5f * p.k.view(0, 0, 0, d);
     largest_exponent = std::max(largest_exponent, dot);
   }
-  EXPECT_TRUE(std::isinf(std::exp(largest_exponent))) << "the plain PRF formula overflows: exp(" << largest_exponent << ")";
+  EXPECT_TRUE(std::isinf(std::exp(largest_exponent)))
+      << "the plain PRF formula overflows: exp(" << largest_exponent << ")";
   KernelizedRpe nprf = prf;
   nprf.map = FeatureMap::kNormalizedPositive;
   Tensor<float> out(1, 1, 64, 8, Layout::kBHLD);
@@ -287,10 +319,12 @@ TEST(KernelizedRpe, EmptyCausalRowsGiveZero) {
   for (const RpeAlgorithm algorithm : {RpeAlgorithm::kFft, RpeAlgorithm::kDirect}) {
     const testing::Problem<float> p = testing::make_problem<float>(s, InputSet::kNormal, 2);
     Tensor<float> out(1, 1, 50, 8, Layout::kBHLD);
-    attention(KernelizedRpe{.features = 8, .causal = true, .algorithm = algorithm}, p.q.cview(), p.k.cview(), p.v.cview(), out.view);
+    attention(KernelizedRpe{.features = 8, .causal = true, .algorithm = algorithm}, p.q.cview(), p.k.cview(),
+              p.v.cview(), out.view);
     for (index_t i = 0; i < 30; ++i)
       for (index_t d = 0; d < 8; ++d) ASSERT_EQ(out.view(0, 0, i, d), 0.0f);
-    EXPECT_TRUE(matches_reference<float>(KernelizedRpe{.features = 8, .causal = true, .algorithm = algorithm}, s, InputSet::kNormal, 2));
+    EXPECT_TRUE(matches_reference<float>(KernelizedRpe{.features = 8, .causal = true, .algorithm = algorithm}, s,
+                                         InputSet::kNormal, 2));
   }
 }
 
@@ -320,10 +354,14 @@ std::vector<RpeFft> library_engines() {
 TEST(KernelizedRpe, LibraryEnginesMatchReferenceAndAreThreadInvariant) {
   for (const RpeFft engine : library_engines()) {
     for (const bool causal : {false, true}) {
-      const KernelizedRpe rpe{.features = 24, .bias = decaying_bias(200, 2), .causal = causal,
-                              .algorithm = RpeAlgorithm::kFft, .fft = engine};
-      for (const AttentionShape& s : {AttentionShape{1, 2, 2, 1, 1, 8, 8}, AttentionShape{1, 2, 2, 129, 129, 16, 40},
-                                      AttentionShape{2, 2, 1, 40, 130, 16, 16}, AttentionShape{1, 2, 2, 600, 600, 16, 33}}) {
+      const KernelizedRpe rpe{.features = 24,
+                              .bias = decaying_bias(200, 2),
+                              .causal = causal,
+                              .algorithm = RpeAlgorithm::kFft,
+                              .fft = engine};
+      for (const AttentionShape& s :
+           {AttentionShape{1, 2, 2, 1, 1, 8, 8}, AttentionShape{1, 2, 2, 129, 129, 16, 40},
+            AttentionShape{2, 2, 1, 40, 130, 16, 16}, AttentionShape{1, 2, 2, 600, 600, 16, 33}}) {
         EXPECT_TRUE(matches_reference<float>(rpe, s, InputSet::kNormal, 12))
             << "engine " << static_cast<int>(engine) << " causal " << causal << " n " << s.q_len;
       }
@@ -352,7 +390,8 @@ TEST(KernelizedRpe, RandomMatricesAreKeyedAndOrthogonalBlocksAreOrthogonal) {
     for (index_t t = r + 1; t < 40; ++t) {
       if (r / 16 != t / 16) continue;
       double dot = 0;
-      for (index_t d = 0; d < 16; ++d) dot += w[static_cast<std::size_t>(r * 16 + d)] * w[static_cast<std::size_t>(t * 16 + d)];
+      for (index_t d = 0; d < 16; ++d)
+        dot += w[static_cast<std::size_t>(r * 16 + d)] * w[static_cast<std::size_t>(t * 16 + d)];
       EXPECT_NEAR(dot, 0.0, 1e-9) << "rows " << r << ", " << t;
     }
   double mean_square = 0;
@@ -387,18 +426,20 @@ TEST(KernelizedRpe, RejectsBadInputWithoutWriting) {
   testing::expect_invalid_argument(run(KernelizedRpe{.features = 0}), "KernelizedRpe.features");
   testing::expect_invalid_argument(run(KernelizedRpe{.map = static_cast<FeatureMap>(9)}), "KernelizedRpe.map");
   testing::expect_invalid_argument(run(KernelizedRpe{.temperature = 0}), "KernelizedRpe.temperature");
-  testing::expect_invalid_argument(run(KernelizedRpe{.algorithm = static_cast<RpeAlgorithm>(5)}), "KernelizedRpe.algorithm");
+  testing::expect_invalid_argument(run(KernelizedRpe{.algorithm = static_cast<RpeAlgorithm>(5)}),
+                                   "KernelizedRpe.algorithm");
   testing::expect_invalid_argument(run(KernelizedRpe{.fft = static_cast<RpeFft>(7)}), "KernelizedRpe.fft");
   if constexpr (!kernel::kHaveFftw) {  // (the sanitize preset builds without FFTW)
     testing::expect_invalid_argument(run(KernelizedRpe{.fft = RpeFft::kFftw}), "KernelizedRpe.fft");
   }
-  testing::expect_invalid_argument(run(KernelizedRpe{.bias = RpeBias(1, std::vector<float>(9))}), "KernelizedRpe.bias tables");
+  testing::expect_invalid_argument(run(KernelizedRpe{.bias = RpeBias(1, std::vector<float>(9))}),
+                                   "KernelizedRpe.bias tables");
   testing::expect_invalid_argument([] { RpeBias(2, std::vector<float>(4)); }, "RpeBias values.size()");
   testing::expect_invalid_argument([] { RpeBias(-1, std::vector<float>(1)); }, "RpeBias max_distance");
   testing::expect_invalid_argument([] { RpeBias(0, {NAN}); }, "RpeBias values");
   testing::expect_invalid_argument(run(KernelizedRpe{}, Options{.key_lengths = {8}}), "key_lengths");
-  testing::expect_invalid_argument([&] { attention(KernelizedRpe{}, p.q.cview(), p.k.cview(), p.v.cview(), out.view, lse.view); },
-                                   "lse");
+  testing::expect_invalid_argument(
+      [&] { attention(KernelizedRpe{}, p.q.cview(), p.k.cview(), p.v.cview(), out.view, lse.view); }, "lse");
   for (float x : out.data) ASSERT_EQ(x, 7.0f);
 }
 

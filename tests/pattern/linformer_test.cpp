@@ -8,8 +8,19 @@
 #include <string>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/concepts.hpp"
+#include "attnkit/core/cost.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/linformer.hpp"
+#include "attnkit/pattern/per_head.hpp"
+#include "attnkit/reference/attention.hpp"
 #include "support/accuracy.hpp"
+#include "support/long_cases.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -17,6 +28,7 @@ namespace attnkit {
 namespace {
 
 using testing::InputSet;
+using testing::kLongReferenceLength;
 using testing::Layout;
 using testing::Tensor;
 
@@ -26,7 +38,8 @@ static_assert(!PlansFromShape<Linformer, float>, "Linformer plans from the call'
 static_assert(!MaskedPattern<Linformer>);
 static_assert(reference::SelfReferencedPattern<Linformer> && reference::ReferencedPattern<Linformer>);
 static_assert(KeyPaddedPattern<Linformer> && !KeyPaddedPattern<Full>);
-static_assert(ExecutablePlan<kernel::LinformerPlan<float>, float> && !KeyTilePlan<kernel::LinformerPlan<float>>);
+static_assert(ExecutablePlan<kernel::LinformerPlan<float, Full::Plan>, float> &&
+              !KeyTilePlan<kernel::LinformerPlan<float, Full::Plan>>);
 
 /// max |F V| over every (batch, kv head, projected row, value column), computed from the
 /// projection in double: the scale of Linformer's output (SPEC.md section 11), which is not a
@@ -41,7 +54,8 @@ double max_projected_value(const Linformer& lin, const Tensor<T>& v, const Optio
       for (index_t r = 0; r < lin.kp(); ++r)
         for (index_t d = 0; d < x.dim(); ++d) {
           double sum = 0;
-          for (index_t j = 0; j < valid; ++j) sum += lin.value_projection(h)[r * lin.n_max() + j] * static_cast<double>(x(b, h, j, d));
+          for (index_t j = 0; j < valid; ++j)
+            sum += lin.value_projection(h)[r * lin.n_max() + j] * static_cast<double>(x(b, h, j, d));
           worst = std::max(worst, std::abs(sum));
         }
   }
@@ -52,9 +66,8 @@ double max_projected_value(const Linformer& lin, const Tensor<T>& v, const Optio
 /// relative to max |F V|: float atol 2e-5 max|FV|, rtol 1e-4, and at most 2x the RMS error
 /// of a naive float evaluation of the same math plus 1e-6; double rtol 1e-12.
 template <class T>
-void expect_linformer_matches_reference(const Linformer& lin, const AttentionShape& s, InputSet set,
-                                        std::uint64_t seed, Layout layout = Layout::kBHLD,
-                                        const Options& options = {}) {
+void expect_linformer_matches_reference(const Linformer& lin, const AttentionShape& s, InputSet set, std::uint64_t seed,
+                                        Layout layout = Layout::kBHLD, const Options& options = {}) {
   const testing::Problem<T> p = testing::make_problem<T>(s, set, seed, layout);
   Tensor<T> out(s.batch, s.q_heads, s.q_len, s.value_dim, layout), ref = out;
   Tensor<T> lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD), ref_lse = lse;
@@ -79,7 +92,7 @@ struct LinformerCase {
   bool per_head;  // P = Hk, else P = 1
 };
 
-std::string case_name(const ::testing::TestParamInfo<LinformerCase>& info) {
+std::string linformer_case_name(const ::testing::TestParamInfo<LinformerCase>& info) {
   const LinformerCase& c = info.param;
   const AttentionShape& s = c.shape;
   return "B" + std::to_string(s.batch) + "Hq" + std::to_string(s.q_heads) + "Hk" + std::to_string(s.kv_heads) + "Lq" +
@@ -93,12 +106,13 @@ std::string case_name(const ::testing::TestParamInfo<LinformerCase>& info) {
 std::vector<LinformerCase> linformer_cases() {
   std::vector<LinformerCase> cases;
   for (index_t n : {1, 2, 3, 7, 63, 64, 65, 127, 129, 1000}) cases.push_back({{1, 2, 2, n, n, 16, 16}, 8, n, false});
-  for (index_t d : {1, 3, 7, 8, 15, 17, 31, 33, 63, 65, 127, 128, 129}) cases.push_back({{1, 2, 1, 70, 70, d, d}, 16, 96, true});
+  for (index_t d : {1, 3, 7, 8, 15, 17, 31, 33, 63, 65, 127, 128, 129})
+    cases.push_back({{1, 2, 1, 70, 70, d, d}, 16, 96, true});
   for (index_t kp : {1, 5, 16, 17, 255, 256, 257}) cases.push_back({{2, 2, 2, 90, 300, 32, 32}, kp, 300, false});
-  cases.push_back({{2, 4, 4, 100, 100, 33, 7}, 24, 128, true});    // Dv != D, Lk < n_max, per head
-  cases.push_back({{1, 8, 2, 130, 130, 64, 64}, 32, 130, true});   // GQA, one projection per kv head
-  cases.push_back({{2, 6, 3, 50, 200, 16, 24}, 40, 256, false});   // Lq < Lk, GQA, shared
-  cases.push_back({{1, 2, 2, 300, 40, 16, 16}, 40, 64, true});     // Lq > Lk
+  cases.push_back({{2, 4, 4, 100, 100, 33, 7}, 24, 128, true});   // Dv != D, Lk < n_max, per head
+  cases.push_back({{1, 8, 2, 130, 130, 64, 64}, 32, 130, true});  // GQA, one projection per kv head
+  cases.push_back({{2, 6, 3, 50, 200, 16, 24}, 40, 256, false});  // Lq < Lk, GQA, shared
+  cases.push_back({{1, 2, 2, 300, 40, 16, 16}, 40, 64, true});    // Lq > Lk
   return cases;
 }
 
@@ -118,8 +132,8 @@ TEST_P(LinformerFloat, MatchesReference) {
 TEST_P(LinformerDouble, MatchesReference) {
   expect_linformer_matches_reference<double>(make_linformer(GetParam()), GetParam().shape, InputSet::kNormal, 4);
 }
-INSTANTIATE_TEST_SUITE_P(Shapes, LinformerFloat, ::testing::ValuesIn(linformer_cases()), case_name);
-INSTANTIATE_TEST_SUITE_P(Shapes, LinformerDouble, ::testing::ValuesIn(linformer_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Shapes, LinformerFloat, ::testing::ValuesIn(linformer_cases()), linformer_case_name);
+INSTANTIATE_TEST_SUITE_P(Shapes, LinformerDouble, ::testing::ValuesIn(linformer_cases()), linformer_case_name);
 
 TEST(Linformer, BlhdStridesMatchReference) {
   const LinformerCase c{{2, 4, 2, 77, 77, 24, 16}, 20, 80, true};
@@ -128,7 +142,8 @@ TEST(Linformer, BlhdStridesMatchReference) {
 }
 
 TEST(Linformer, LongSequenceMatchesReference) {
-  const LinformerCase c{{1, 2, 2, 4096, 4096, 64, 64}, 64, 4096, false};
+  const index_t n = kLongReferenceLength;
+  const LinformerCase c{{1, 2, 2, n, n, 64, 64}, 64, n, false};
   expect_linformer_matches_reference<float>(make_linformer(c), c.shape, InputSet::kNormal, 6);
 }
 
@@ -304,7 +319,8 @@ TEST(Linformer, CostCountsProjectionsAndAttention) {
 }
 
 TEST(Linformer, GeneratedProjectionsAreDeterministicWithTheDocumentedLaw) {
-  const std::vector<float> a = Linformer::gaussian_projection(64, 512, 2, 5), b = Linformer::gaussian_projection(64, 512, 2, 5);
+  const std::vector<float> a = Linformer::gaussian_projection(64, 512, 2, 5),
+                           b = Linformer::gaussian_projection(64, 512, 2, 5);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, Linformer::gaussian_projection(64, 512, 2, 6));
   EXPECT_NE(a, Linformer::gaussian_projection(64, 512, 2, 5, 1));
@@ -334,7 +350,8 @@ struct LinformerCall {
   Linformer lin = Linformer::gaussian(4, 16, 2, 1);
   Options options;
   void run(index_t kv_len = 12) {
-    std::vector<float> q(static_cast<std::size_t>(2 * 4 * 10 * 8), 0.5f), k(static_cast<std::size_t>(2 * 2 * kv_len * 8), 0.25f);
+    std::vector<float> q(static_cast<std::size_t>(2 * 4 * 10 * 8), 0.5f),
+        k(static_cast<std::size_t>(2 * 2 * kv_len * 8), 0.25f);
     std::vector<float> out(q.size(), kSentinel), lse(static_cast<std::size_t>(2 * 4 * 10), kSentinel);
     const auto cview = [](const std::vector<float>& x, index_t h, index_t l) { return bhld(x.data(), 2, h, l, 8); };
     try {
@@ -350,20 +367,53 @@ struct LinformerCall {
 
 TEST(Linformer, RejectsBadParametersAndCalls) {
   using testing::expect_invalid_argument;
-  expect_invalid_argument([] { LinformerCall call; call.run(17); }, "Lk <= n_max = 16");
-  expect_invalid_argument([] { LinformerCall call; call.lin.causal = true; call.run(); }, "cannot be causal");
-  expect_invalid_argument([] { LinformerCall call; call.lin = Linformer::gaussian(4, 16, 3, 1); call.run(); },
-                          "must be 1 (shared) or k.sizes[heads] = 2");
-  expect_invalid_argument([] { LinformerCall call; call.options.key_lengths = {12}; call.run(); },
-                          "key_lengths.size() = 1: must equal q.sizes[batch] (2)");
-  expect_invalid_argument([] { LinformerCall call; call.options.key_lengths = {12, 13}; call.run(); },
-                          "key_lengths[1] = 13: must lie in [0, k.sizes[seq]] = [0, 12]");
-  expect_invalid_argument([] { LinformerCall call; call.options.key_lengths = {-1, 3}; call.run(); }, "key_lengths[0] = -1");
+  expect_invalid_argument(
+      [] {
+        LinformerCall call;
+        call.run(17);
+      },
+      "Lk <= n_max = 16");
+  expect_invalid_argument(
+      [] {
+        LinformerCall call;
+        call.lin.causal = true;
+        call.run();
+      },
+      "cannot be causal");
+  expect_invalid_argument(
+      [] {
+        LinformerCall call;
+        call.lin = Linformer::gaussian(4, 16, 3, 1);
+        call.run();
+      },
+      "must be 1 (shared) or k.sizes[heads] = 2");
+  expect_invalid_argument(
+      [] {
+        LinformerCall call;
+        call.options.key_lengths = {12};
+        call.run();
+      },
+      "key_lengths.size() = 1: must equal q.sizes[batch] (2)");
+  expect_invalid_argument(
+      [] {
+        LinformerCall call;
+        call.options.key_lengths = {12, 13};
+        call.run();
+      },
+      "key_lengths[1] = 13: must lie in [0, k.sizes[seq]] = [0, 12]");
+  expect_invalid_argument(
+      [] {
+        LinformerCall call;
+        call.options.key_lengths = {-1, 3};
+        call.run();
+      },
+      "key_lengths[0] = -1");
   expect_invalid_argument([] { Linformer(0, 16, std::vector<float>(16)); }, "Linformer kp = 0: must be >= 1");
   expect_invalid_argument([] { Linformer(4, 0, std::vector<float>(16)); }, "Linformer n_max = 0: must be >= 1");
   expect_invalid_argument([] { Linformer(4, 16, std::vector<float>(65)); },
                           "Linformer e.size() = 65: must be P * kp * n_max with P >= 1 (kp * n_max = 64)");
-  expect_invalid_argument([] { Linformer(4, 16, std::vector<float>(64), std::vector<float>(63)); }, "Linformer f.size() = 63");
+  expect_invalid_argument([] { Linformer(4, 16, std::vector<float>(64), std::vector<float>(63)); },
+                          "Linformer f.size() = 63");
   expect_invalid_argument([] { Linformer(4, 16, std::vector<float>()); }, "Linformer e.size() = 0");
   expect_invalid_argument([] { Linformer::gaussian_projection(4, 16, 0, 1); }, "must all be >= 1");
   // The reference applies the same rules.

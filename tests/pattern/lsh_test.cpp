@@ -2,22 +2,32 @@
 // float64 reference given the same bucket ids, hand-counted multiplicities, the n <= c rule,
 // metamorphic identities (repeated rounds, factorized buckets), thread counts, error paths.
 
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/concepts.hpp"
+#include "attnkit/core/cost.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/pattern/lsh.hpp"
+#include "attnkit/reference/attention.hpp"
 #include "support/accuracy.hpp"
+#include "support/long_cases.hpp"
 #include "support/test_data.hpp"
 
 namespace attnkit {
 namespace {
 
 using testing::InputSet;
+using testing::kLongReferenceLength;
 using testing::Layout;
 using testing::Tensor;
 
@@ -64,7 +74,7 @@ struct LshCase {
   index_t n, dim, value_dim, chunk, rounds, before, after;
   bool causal;
 };
-std::string case_name(const ::testing::TestParamInfo<LshCase>& info) {
+std::string lsh_case_name(const ::testing::TestParamInfo<LshCase>& info) {
   const LshCase& c = info.param;
   return "n" + std::to_string(c.n) + "_D" + std::to_string(c.dim) + "_Dv" + std::to_string(c.value_dim) + "_c" +
          std::to_string(c.chunk) + "_R" + std::to_string(c.rounds) + "_b" + std::to_string(c.before) + "_a" +
@@ -75,11 +85,11 @@ std::string case_name(const ::testing::TestParamInfo<LshCase>& info) {
 /// before/after variants, causal.
 std::vector<LshCase> lsh_cases() {
   return {
-      {1, 16, 16, 64, 1, 1, 0, false},    {2, 8, 3, 64, 2, 1, 0, true},      {7, 7, 15, 64, 4, 1, 0, false},
-      {63, 64, 64, 64, 2, 1, 0, false},   {64, 33, 17, 64, 8, 1, 0, true},   {65, 64, 64, 64, 2, 1, 0, false},
-      {65, 31, 64, 64, 4, 1, 0, true},    {127, 16, 16, 64, 1, 1, 0, false}, {129, 17, 9, 64, 8, 1, 0, false},
-      {129, 64, 64, 32, 2, 1, 0, true},   {300, 16, 16, 7, 2, 1, 0, false},  {300, 63, 65, 100, 4, 1, 1, false},
-      {1000, 64, 64, 64, 2, 1, 0, false}, {1000, 16, 8, 64, 4, 2, 1, true},  {1000, 32, 32, 48, 8, 0, 0, false},
+      {1, 16, 16, 64, 1, 1, 0, false},     {2, 8, 3, 64, 2, 1, 0, true},        {7, 7, 15, 64, 4, 1, 0, false},
+      {63, 64, 64, 64, 2, 1, 0, false},    {64, 33, 17, 64, 8, 1, 0, true},     {65, 64, 64, 64, 2, 1, 0, false},
+      {65, 31, 64, 64, 4, 1, 0, true},     {127, 16, 16, 64, 1, 1, 0, false},   {129, 17, 9, 64, 8, 1, 0, false},
+      {129, 64, 64, 32, 2, 1, 0, true},    {300, 16, 16, 7, 2, 1, 0, false},    {300, 63, 65, 100, 4, 1, 1, false},
+      {1000, 64, 64, 64, 2, 1, 0, false},  {1000, 16, 8, 64, 4, 2, 1, true},    {1000, 32, 32, 48, 8, 0, 0, false},
       {1000, 15, 129, 16, 1, 1, 1, false}, {777, 128, 64, 256, 2, 1, 0, false}, {500, 8, 8, 3, 2, 3, 2, false},
       {257, 64, 64, 33, 8, 1, 0, true},
   };
@@ -108,19 +118,22 @@ TEST_P(LshFloat, MatchesReference) {
 }
 TEST_P(LshDouble, MatchesReference) {
   const LshCase& c = GetParam();
-  expect_lsh_matches_reference<double>(make_lsh(c), lsh_problem<double>(1, 3, c.n, c.dim, c.value_dim, InputSet::kNormal, 4));
+  expect_lsh_matches_reference<double>(make_lsh(c),
+                                       lsh_problem<double>(1, 3, c.n, c.dim, c.value_dim, InputSet::kNormal, 4));
 }
-INSTANTIATE_TEST_SUITE_P(Shapes, LshFloat, ::testing::ValuesIn(lsh_cases()), case_name);
-INSTANTIATE_TEST_SUITE_P(Shapes, LshDouble, ::testing::ValuesIn(lsh_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Shapes, LshFloat, ::testing::ValuesIn(lsh_cases()), lsh_case_name);
+INSTANTIATE_TEST_SUITE_P(Shapes, LshDouble, ::testing::ValuesIn(lsh_cases()), lsh_case_name);
 
 TEST(Lsh, BlhdStridesAndLongSequenceMatchReference) {
   Lsh lsh;
   lsh.rounds = 2;
   expect_lsh_matches_reference<float>(lsh, lsh_problem<float>(2, 3, 500, 64, 32, InputSet::kNormal, 5, Layout::kBLHD));
-  expect_lsh_matches_reference<double>(lsh, lsh_problem<double>(1, 2, 333, 16, 16, InputSet::kNormal, 5, Layout::kBLHD));
+  expect_lsh_matches_reference<double>(lsh,
+                                       lsh_problem<double>(1, 2, 333, 16, 16, InputSet::kNormal, 5, Layout::kBLHD));
   lsh.rounds = 4;
   lsh.buckets = {8, 16};
-  expect_lsh_matches_reference<float>(lsh, lsh_problem<float>(1, 1, 4096, 64, 64, InputSet::kNormal, 6));
+  expect_lsh_matches_reference<float>(lsh,
+                                      lsh_problem<float>(1, 1, kLongReferenceLength, 64, 64, InputSet::kNormal, 6));
 }
 
 /// The ids of a hand-made hash: with D = 2, one rotation column (2 buckets) and Rot = [1, 0],
@@ -143,8 +156,8 @@ void expect_attends_exactly(const Lsh& lsh, const std::vector<std::vector<double
   std::vector<double> flat, out(static_cast<std::size_t>(n)), lse(static_cast<std::size_t>(n));
   for (const auto& row : x) flat.insert(flat.end(), row.begin(), row.end());
   const auto xv = bhld<const double>(flat.data(), 1, 1, n, dim);
-  attention(lsh, xv, xv, bhld<const double>(v.data(), 1, 1, n, 1), bhld(out.data(), 1, 1, n, 1), lse_view(lse.data(), 1, 1, n),
-            Options{.scale = 0.5});
+  attention(lsh, xv, xv, bhld<const double>(v.data(), 1, 1, n, 1), bhld(out.data(), 1, 1, n, 1),
+            lse_view(lse.data(), 1, 1, n), Options{.scale = 0.5});
   for (index_t i = 0; i < n; ++i) {
     double z = 0, weighted = 0;
     for (index_t j = 0; j < n; ++j) {
@@ -164,20 +177,20 @@ TEST(Lsh, HandCountedWindowsOfOneRound) {
   const Lsh lsh = sign_hash(2, 1, 0);
   const std::vector<std::vector<double>> x{{-1, 0.3}, {0.5, 1}, {-2, -1}, {1, 0.2}, {-0.7, 0.4}, {0.9, -0.8}};
   const std::vector<double> v{1, 2, 3, 4, 5, 6};
-  const std::vector<std::vector<int>> mu{
-      {1, 1, 0, 1, 0, 1},  // row 0 (chunk 1): chunks 0 and 1 hold 1 3 5 0
-      {0, 1, 1, 1, 1, 0},  // row 1 (chunk 0): chunks 2 and 0 hold 2 4 1 3
-      {1, 0, 1, 0, 1, 1},  // row 2 (chunk 2): chunks 1 and 2 hold 5 0 2 4
-      {0, 1, 1, 1, 1, 0},  //
-      {1, 0, 1, 0, 1, 1},  //
-      {1, 1, 0, 1, 0, 1}};
+  const std::vector<std::vector<int>> mu{{1, 1, 0, 1, 0, 1},  // row 0 (chunk 1): chunks 0 and 1 hold 1 3 5 0
+                                         {0, 1, 1, 1, 1, 0},  // row 1 (chunk 0): chunks 2 and 0 hold 2 4 1 3
+                                         {1, 0, 1, 0, 1, 1},  // row 2 (chunk 2): chunks 1 and 2 hold 5 0 2 4
+                                         {0, 1, 1, 1, 1, 0},  //
+                                         {1, 0, 1, 0, 1, 1},  //
+                                         {1, 1, 0, 1, 0, 1}};
   std::vector<double> flat;
   for (const auto& row : x) flat.insert(flat.end(), row.begin(), row.end());
   const LshBucketIds ids = lsh.hash<double>(bhld<const double>(flat.data(), 1, 1, 6, 2));
   for (index_t i = 0; i < 6; ++i) EXPECT_EQ(ids(0, 0, 0, i), i % 2 == 0 ? 1 : 0);
   const auto counted = reference::detail::lsh_multiplicities(lsh, ids, 0, 0);
   for (index_t i = 0; i < 6; ++i)
-    for (index_t j = 0; j < 6; ++j) EXPECT_EQ(counted.multiplicity(0, i, j), mu[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)]);
+    for (index_t j = 0; j < 6; ++j)
+      EXPECT_EQ(counted.multiplicity(0, i, j), mu[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)]);
   expect_attends_exactly(lsh, x, v, mu);
 }
 
@@ -293,7 +306,8 @@ TEST(LshHashing, FloatAndDoubleAgreeExceptWithinTheArgmaxMargin) {
               std::vector<double> candidates;
               for (index_t c = 0; c < f / 2; ++c) {
                 double y = 0;
-                for (index_t d = 0; d < D; ++d) y += pd.q.view(b, h, i, d) * rot[static_cast<std::size_t>((d * 3 + r) * columns + offset + c)];
+                for (index_t d = 0; d < D; ++d)
+                  y += pd.q.view(b, h, i, d) * rot[static_cast<std::size_t>((d * 3 + r) * columns + offset + c)];
                 candidates.push_back(y);
               }
               for (index_t c = 0; c < f / 2; ++c) candidates.push_back(-candidates[static_cast<std::size_t>(c)]);
@@ -349,7 +363,8 @@ TEST(LshHashing, RotationsAndIdsAreDeterministic) {
   const index_t columns = lsh.bucket_layout(n).columns;
   for (index_t d = 0; d < D; ++d)
     for (index_t c = 0; c < columns; ++c) {
-      ASSERT_EQ(both[static_cast<std::size_t>((d * 2) * columns + c)], first[static_cast<std::size_t>(d * columns + c)]);
+      ASSERT_EQ(both[static_cast<std::size_t>((d * 2) * columns + c)],
+                first[static_cast<std::size_t>(d * columns + c)]);
     }
   Lsh other = lsh;
   other.layer = 4;
@@ -408,13 +423,15 @@ TEST(Lsh, IdenticalRotationSlicesEqualOneRound) {
       const std::vector<float> rot = single.rotation(h, D, n);
       for (index_t d = 0; d < D; ++d)
         for (index_t r = 0; r < rounds; ++r)
-          repeated.rotations.insert(repeated.rotations.end(), rot.begin() + d * columns, rot.begin() + (d + 1) * columns);
+          repeated.rotations.insert(repeated.rotations.end(), rot.begin() + d * columns,
+                                    rot.begin() + (d + 1) * columns);
     }
     Tensor<float> many = one, lse_many = lse_one;
     attention(repeated, p.q.cview(), p.q.cview(), p.v.cview(), many.view, lse_many.view);
     EXPECT_TRUE(testing::all_close(many, one, testing::Tolerance{1e-6, 1e-5})) << rounds;
     for (std::size_t i = 0; i < lse_one.data.size(); ++i) {
-      ASSERT_NEAR(lse_many.data[i], lse_one.data[i] + std::log(static_cast<double>(rounds)), 1e-4 * (1 + std::abs(lse_one.data[i])));
+      ASSERT_NEAR(lse_many.data[i], lse_one.data[i] + std::log(static_cast<double>(rounds)),
+                  1e-4 * (1 + std::abs(lse_one.data[i])));
     }
   }
 }

@@ -6,7 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/rng.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/global.hpp"
+#include "attnkit/pattern/per_head.hpp"
+#include "attnkit/pattern/sliding_window.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -27,8 +34,11 @@ TEST(PerHeadMask, EachHeadFollowsItsPattern) {
 
 TEST(PerHeadErrors, PatternCountMustMatchTheHeads) {
   expect_invalid_argument([] { return Mixed({}); }, "PerHead: patterns.size() = 0");
-  expect_invalid_argument([] { return Mixed({Full{}, Full{}}).cost(AttentionShape{1, 3, 1, 4, 4, 4, 4}); },
-                          "patterns.size() = 2");
+  expect_invalid_argument(
+      [] {
+        return Mixed({Full{}, Full{}}).cost(AttentionShape{1, 3, 1, 4, 4, 4, 4});
+      },
+      "patterns.size() = 2");
 }
 
 TEST(PerHeadIdentity, EachHeadEqualsItsOwnCall) {
@@ -62,8 +72,8 @@ TEST(PerHeadPlan, AgreesWithMaskOverRandomParameters) {
 }
 
 TEST(PerHeadAttention, MatchesReference) {
-  const PerHead<SlidingWindow> windows({SlidingWindow::symmetric(8), SlidingWindow::causal(64), SlidingWindow(0, 3),
-                                        SlidingWindow::symmetric(200)});
+  const PerHead<SlidingWindow> windows(
+      {SlidingWindow::symmetric(8), SlidingWindow::causal(64), SlidingWindow(0, 3), SlidingWindow::symmetric(200)});
   for (index_t n : {1, 65, 300})
     for (index_t dim : {16, 64}) {
       SCOPED_TRACE(::testing::Message() << "n " << n << " D " << dim);

@@ -7,7 +7,16 @@
 #include <variant>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/block_sparse.hpp"
+#include "attnkit/pattern/dilated.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/linformer.hpp"
+#include "attnkit/pattern/schedule.hpp"
+#include "attnkit/pattern/sliding_window.hpp"
+#include "attnkit/reference/attention.hpp"
 #include "support/accuracy.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
@@ -28,9 +37,11 @@ TEST(Schedule, MasformerCostIsThePapersArithmetic) {
   const double n = kN, b = kBlock, heads = 8;
   const double full_pairs = heads * n * (n + 1) / 2, block_pairs = heads * (n / b) * b * (b + 1) / 2;
   for (index_t l = 0; l < kLayers; ++l) {
-    EXPECT_DOUBLE_EQ(cost.layers[static_cast<std::size_t>(l)].attended_pairs, l < kFull ? full_pairs : block_pairs) << "layer " << l;
+    EXPECT_DOUBLE_EQ(cost.layers[static_cast<std::size_t>(l)].attended_pairs, l < kFull ? full_pairs : block_pairs)
+        << "layer " << l;
     EXPECT_DOUBLE_EQ(cost.layers[static_cast<std::size_t>(l)].flops,
-                     2 * (l < kFull ? full_pairs : block_pairs) * (64 + 64)) << "layer " << l;
+                     2 * (l < kFull ? full_pairs : block_pairs) * (64 + 64))
+        << "layer " << l;
   }
   EXPECT_DOUBLE_EQ(cost.total.attended_pairs, kFull * full_pairs + (kLayers - kFull) * block_pairs);
   EXPECT_DOUBLE_EQ(cost.all_full.attended_pairs, kLayers * full_pairs);
@@ -44,7 +55,8 @@ TEST(Schedule, NoFullLayersIsTheSparseStackAndAllFullIsTheBaseline) {
   const BlockSparse sparse = BlockSparse::local(100, 10, true);
   const ScheduleCost none = Schedule::masformer(6, 0, sparse).cost(shape);
   EXPECT_DOUBLE_EQ(none.total.attended_pairs, 6 * sparse.cost(shape).attended_pairs);
-  EXPECT_DOUBLE_EQ(none.pairs_fraction(), sparse.cost(shape).attended_pairs / Full{.causal = true}.cost(shape).attended_pairs);
+  EXPECT_DOUBLE_EQ(none.pairs_fraction(),
+                   sparse.cost(shape).attended_pairs / Full{.causal = true}.cost(shape).attended_pairs);
   const ScheduleCost all = Schedule::masformer(6, 6, sparse).cost(shape);
   EXPECT_DOUBLE_EQ(all.total.flops, all.all_full.flops);
   EXPECT_DOUBLE_EQ(all.flops_fraction(), 1.0);

@@ -8,7 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/concepts.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/rng.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/sliding_window.hpp"
+#include "attnkit/reference/attention.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -78,7 +85,8 @@ TEST(SlidingWindowCost, AttendedPairsCountTheMask) {
     for (index_t lk : {0, 1, 9, 130})
       for (auto [left, right] : {std::pair<index_t, index_t>{0, 0}, {3, 0}, {2, 7}, {SlidingWindow::kUnbounded, 1}}) {
         const AttentionShape shape{1, 2, 1, lq, lk, 8, 8};
-        EXPECT_EQ(SlidingWindow(left, right).cost(shape).attended_pairs, count_mask_pairs(SlidingWindow(left, right), shape));
+        EXPECT_EQ(SlidingWindow(left, right).cost(shape).attended_pairs,
+                  count_mask_pairs(SlidingWindow(left, right), shape));
       }
 }
 

@@ -7,7 +7,16 @@
 #include <limits>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/attention.hpp"
+#include "attnkit/core/rng.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/pattern/big_bird.hpp"
+#include "attnkit/pattern/block_sparse.hpp"
+#include "attnkit/pattern/dilated.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/pattern/global.hpp"
+#include "attnkit/pattern/sliding_window.hpp"
+#include "attnkit/pattern/union.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -24,13 +33,12 @@ TEST(UnionMask, LongformerWindowWithGlobalToken) {
 
 TEST(UnionMask, DilatedWithGlobalToken) {
   const Union longformer{Dilated(1, 1, {2}), Global({3})};
-  EXPECT_EQ(mask_rows(longformer, AttentionShape{1, 1, 1, 6, 6, 1, 1}),
-            (Rows{{1, 0, 1, 1, 0, 0},
-                  {0, 1, 0, 1, 0, 0},
-                  {1, 0, 1, 1, 1, 0},
-                  {1, 1, 1, 1, 1, 1},
-                  {0, 0, 1, 1, 1, 0},
-                  {0, 0, 0, 1, 0, 1}}));
+  EXPECT_EQ(mask_rows(longformer, AttentionShape{1, 1, 1, 6, 6, 1, 1}), (Rows{{1, 0, 1, 1, 0, 0},
+                                                                              {0, 1, 0, 1, 0, 0},
+                                                                              {1, 0, 1, 1, 1, 0},
+                                                                              {1, 1, 1, 1, 1, 1},
+                                                                              {0, 0, 1, 1, 1, 0},
+                                                                              {0, 0, 0, 1, 0, 1}}));
 }
 
 TEST(UnionIdentity, NoGlobalsIsTheLocalPatternAndAllGlobalsIsFull) {
@@ -109,7 +117,8 @@ TEST(UnionAttention, MatchesReference) {
       const auto seed = static_cast<std::uint64_t>(n + dim);
       expect_matches_reference<float>(Union{SlidingWindow::symmetric(32), globals}, shape, InputSet::kNormal, seed);
       expect_matches_reference<double>(Union{SlidingWindow::symmetric(32), globals}, shape, InputSet::kNormal, seed);
-      expect_matches_reference<float>(Union{Dilated::symmetric(16, {1, 2, 3, 3}), globals}, shape, InputSet::kNormal, seed);
+      expect_matches_reference<float>(Union{Dilated::symmetric(16, {1, 2, 3, 3}), globals}, shape, InputSet::kNormal,
+                                      seed);
       expect_matches_reference<double>(Union{Dilated::symmetric(16, {1, 2, 3, 3}), globals}, shape, InputSet::kNormal,
                                        seed);
     }

@@ -6,8 +6,13 @@
 #include <limits>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
-#include "support/pattern_checks.hpp"
+#include "attnkit/core/cost.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/pattern/full.hpp"
+#include "attnkit/reference/attention.hpp"
+#include "support/plan_checks.hpp"
 
 namespace attnkit {
 namespace {

@@ -43,7 +43,7 @@ void check_forward_and_inverse(index_t length) {
   simd::fft_forward_bit_reversed<simd::Batch<T>>(data.data(), twiddles);
   const double eps = std::numeric_limits<T>::epsilon();
   const double bound = 8 * eps * std::log2(static_cast<double>(length)) * std::sqrt(static_cast<double>(length)) * 2;
-  for (index_t lane = 0; lane < kLanes; lane += kLanes > 1 ? kLanes - 1 : 1) {  // the first and last lane
+  for (index_t lane = 0; lane<kLanes; lane += kLanes> 1 ? kLanes - 1 : 1) {  // the first and last lane
     for (index_t f = 0; f < length; f += std::max<index_t>(1, length / 64)) {
       std::complex<double> expected = 0;
       for (index_t p = 0; p < length; ++p) {
@@ -51,7 +51,8 @@ void check_forward_and_inverse(index_t length) {
         expected += input[static_cast<std::size_t>(lane * length + p)] * std::polar(1.0, angle);
       }
       const index_t slot = bit_reversed(f, length);
-      const std::complex<double> got(data.data()[2 * kLanes * slot + lane], data.data()[2 * kLanes * slot + kLanes + lane]);
+      const std::complex<double> got(data.data()[2 * kLanes * slot + lane],
+                                     data.data()[2 * kLanes * slot + kLanes + lane]);
       EXPECT_LE(std::abs(got - expected), bound) << "L " << length << " lane " << lane << " f " << f;
     }
   }
@@ -59,7 +60,8 @@ void check_forward_and_inverse(index_t length) {
   for (index_t p = 0; p < length; ++p)
     for (index_t lane = 0; lane < kLanes; ++lane) {
       const std::complex<double> got(data.data()[2 * kLanes * p + lane], data.data()[2 * kLanes * p + kLanes + lane]);
-      const std::complex<double> expected = input[static_cast<std::size_t>(lane * length + p)] * static_cast<double>(length);
+      const std::complex<double> expected =
+          input[static_cast<std::size_t>(lane * length + p)] * static_cast<double>(length);
       ASSERT_LE(std::abs(got - expected), bound * static_cast<double>(length) / std::sqrt(static_cast<double>(length)))
           << "L " << length << " p " << p;
     }
@@ -85,7 +87,8 @@ void check_radix8_equals_radix4_then_radix2() {
   const auto at = [](detail::AlignedBuffer<Scalar>& x, index_t p) { return x.data() + 2 * kL * p; };
   for (bool forward : {true, false}) {
     for (index_t e = 0; e < 2 * kL * kSize; ++e)
-      eight.data()[e] = four.data()[e] = static_cast<Scalar>(testing::normal_sample(11, forward, static_cast<std::uint64_t>(e)));
+      eight.data()[e] = four.data()[e] =
+          static_cast<Scalar>(testing::normal_sample(11, forward, static_cast<std::uint64_t>(e)));
     const auto quarter_level = [&] {
       for (index_t q = 0; q < 4; ++q)
         for (index_t k = 0; k < kEighth; ++k) {
@@ -124,9 +127,12 @@ TEST(LaneFft, RadixEightSweepEqualsRadixFourThenTwo) {
 TEST(ToeplitzBatch, MatchesDirectSums) {
   using T = float;
   constexpr index_t kColumns = kernel::ToeplitzBatch<T>::kColumns;
-  for (const auto& [lq, lk] : {std::pair<index_t, index_t>{37, 37}, {5, 70}, {90, 3}, {1, 1}, {3000, 5000}, {9000, 9000}}) {
+  for (const auto& [lq, lk] :
+       {std::pair<index_t, index_t>{37, 37}, {5, 70}, {90, 3}, {1, 1}, {3000, 5000}, {9000, 9000}}) {
     for (bool causal : {false, true}) {
-      const auto c = [&](index_t t) { return causal && t > 0 ? 0.0 : std::exp(-0.05 * std::abs(static_cast<double>(t)) + 0.01 * t); };
+      const auto c = [&](index_t t) {
+        return causal && t > 0 ? 0.0 : std::exp(-0.05 * std::abs(static_cast<double>(t)) + 0.01 * t);
+      };
       const index_t length = kernel::circulant_length(lq, lk);
       const simd::FftTwiddles<double> spectrum_twiddles(length);
       const simd::FftTwiddles<T> twiddles(length);
@@ -138,7 +144,8 @@ TEST(ToeplitzBatch, MatchesDirectSums) {
       std::vector<double> x(static_cast<std::size_t>(lk * kColumns));
       for (index_t j = 0; j < lk; ++j)
         for (index_t col = 0; col < kColumns; ++col) {
-          x[static_cast<std::size_t>(j * kColumns + col)] = testing::normal_sample(7, 1, static_cast<std::uint64_t>(j * kColumns + col));
+          x[static_cast<std::size_t>(j * kColumns + col)] =
+              testing::normal_sample(7, 1, static_cast<std::uint64_t>(j * kColumns + col));
           batch.point(j)[col] = static_cast<T>(x[static_cast<std::size_t>(j * kColumns + col)]);
         }
       batch.transform(spectrum.data(), lk, lq);
@@ -169,12 +176,15 @@ TEST(ToeplitzBatch, StreamedEqualsInPlace) {
     const simd::FftTwiddles<T> twiddles(length);
     std::vector<double> scratch(static_cast<std::size_t>(2 * length));
     std::vector<T> spectrum(static_cast<std::size_t>(2 * length));
-    kernel::circulant_spectrum<T>(lq, lk, [](index_t t) { return std::exp(-0.002 * std::abs(static_cast<double>(t))); },
-                                  spectrum_twiddles, scratch.data(), spectrum.data());
+    kernel::circulant_spectrum<T>(
+        lq, lk, [](index_t t) { return std::exp(-0.002 * std::abs(static_cast<double>(t))); }, spectrum_twiddles,
+        scratch.data(), spectrum.data());
     const index_t columns = kernel::ToeplitzBatch<T>::kColumns;
     detail::AlignedBuffer<T> x(columns * lk), in_place(2 * kW * length), streamed(2 * kW * length);
-    for (index_t e = 0; e < columns * lk; ++e) x.data()[e] = static_cast<T>(testing::normal_sample(9, 1, static_cast<std::uint64_t>(e)));
-    const kernel::ToeplitzBatch<T> a(in_place.data(), kernel::LaneFftEngine<T>(twiddles)), b(streamed.data(), kernel::LaneFftEngine<T>(twiddles));
+    for (index_t e = 0; e < columns * lk; ++e)
+      x.data()[e] = static_cast<T>(testing::normal_sample(9, 1, static_cast<std::uint64_t>(e)));
+    const kernel::ToeplitzBatch<T> a(in_place.data(), kernel::LaneFftEngine<T>(twiddles)),
+        b(streamed.data(), kernel::LaneFftEngine<T>(twiddles));
     std::copy(x.data(), x.data() + columns * lk, a.point(0));
     a.transform(spectrum.data(), lk, lq);
     std::vector<int> reads(static_cast<std::size_t>(lk)), writes(static_cast<std::size_t>(lq));

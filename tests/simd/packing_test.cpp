@@ -20,11 +20,13 @@ void expect_transposes(index_t rows, index_t cols) {
   for (std::size_t e = 0; e < source.size(); ++e) source[e] = static_cast<T>(e) + T(0.5);
   const index_t dst_stride = rows + 5;
   std::vector<T> dst(static_cast<std::size_t>(cols * dst_stride), T(-1));
-  simd::transpose_rows(rows, cols, [&](index_t c) { return source.data() + c * stride; }, dst.data(), dst_stride);
+  simd::transpose_rows(
+      rows, cols, [&](index_t c) { return source.data() + c * stride; }, dst.data(), dst_stride);
   for (index_t d = 0; d < cols; ++d)
     for (index_t c = 0; c < dst_stride; ++c) {
       const T expected = c < rows ? source[static_cast<std::size_t>(c * stride + d)] : T(-1);  // padding untouched
-      ASSERT_EQ(dst[static_cast<std::size_t>(d * dst_stride + c)], expected) << rows << "x" << cols << " at " << d << "," << c;
+      ASSERT_EQ(dst[static_cast<std::size_t>(d * dst_stride + c)], expected)
+          << rows << "x" << cols << " at " << d << "," << c;
     }
 }
 
@@ -70,7 +72,9 @@ TEST(CopyPaddedRow, CopiesPadsWithZerosAndDetectsNanAndInfAnywhere) {
     std::fill(std::begin(dst), std::end(dst), -1.0f);
     EXPECT_TRUE(simd::copy_padded_row(x.data(), n, dst, padded));
     for (index_t i = 0; i < 48; ++i) {
-      const float expected = i < n ? x[static_cast<std::size_t>(i)] : i < padded ? 0.0f : -1.0f;  // past padded untouched
+      const float expected = i < n        ? x[static_cast<std::size_t>(i)]
+                             : i < padded ? 0.0f
+                                          : -1.0f;  // past padded untouched
       ASSERT_EQ(dst[i], expected) << "n " << n << " at " << i;
     }
     for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {

@@ -33,7 +33,8 @@ void expect_scores(index_t rows, index_t cols, index_t head_dim) {
       T expected = T(-7);  // columns past the tile's whole vectors are not written
       if (c < padded_cols) {
         expected = T(0);
-        for (index_t d = 0; d < head_dim; ++d) expected = multiply_add(q[r * head_dim + d], kt[d * panel_cols + c], expected);
+        for (index_t d = 0; d < head_dim; ++d)
+          expected = multiply_add(q[r * head_dim + d], kt[d * panel_cols + c], expected);
       }
       ASSERT_EQ(s[r * s_stride + c], expected) << rows << "x" << cols << " D " << head_dim << " at " << r << "," << c;
     }

@@ -53,9 +53,8 @@ void expect_values(index_t rows, index_t keys, index_t value_vectors, bool resca
           expected = multiply_add(weight, v[static_cast<std::size_t>(j * v_stride + c)], expected);
         }
       }
-      ASSERT_EQ(o[r * o_stride + c], expected)
-          << rows << " rows, " << keys << " keys, " << value_vectors << " vectors, rescale " << rescale << " at " << r
-          << "," << c;
+      ASSERT_EQ(o[r * o_stride + c], expected) << rows << " rows, " << keys << " keys, " << value_vectors
+                                               << " vectors, rescale " << rescale << " at " << r << "," << c;
     }
 }
 

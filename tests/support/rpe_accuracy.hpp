@@ -8,7 +8,11 @@
 #include <cmath>
 #include <limits>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/kernel/toeplitz_fft.hpp"
+#include "attnkit/pattern/kernelized_rpe.hpp"
+#include "attnkit/reference/kernelized_rpe.hpp"
 
 namespace attnkit::testing {
 

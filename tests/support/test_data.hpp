@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "attnkit/attnkit.hpp"
+#include "attnkit/core/index.hpp"
+#include "attnkit/core/rng.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/core/tensor_view.hpp"
 
 namespace attnkit::testing {
 
@@ -111,7 +114,8 @@ Problem<T> make_problem(const AttentionShape& shape, InputSet set, std::uint64_t
 inline std::vector<index_t> random_tokens(index_t n, index_t count, std::uint64_t seed) {
   std::vector<index_t> tokens;
   for (index_t t = 0; t < count && n > 0; ++t) {
-    tokens.push_back(static_cast<index_t>(mix64(seed * 31 + static_cast<std::uint64_t>(t)) % static_cast<std::uint64_t>(n)));
+    tokens.push_back(
+        static_cast<index_t>(mix64(seed * 31 + static_cast<std::uint64_t>(t)) % static_cast<std::uint64_t>(n)));
   }
   std::sort(tokens.begin(), tokens.end());
   tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());

@@ -20,9 +20,9 @@ struct AttentionCall {
   AttentionShape shape;
   TensorView<const T> q, k, v;
   TensorView<T> out;
-  const TensorView<T>* lse;  // nullptr: no log-sum-exp requested
-  T scale;                   // sigma of SPEC.md section 0
-  int threads;               // resolved thread count
+  const TensorView<T>* lse;                   // nullptr: no log-sum-exp requested
+  T scale;                                    // sigma of SPEC.md section 0
+  int threads;                                // resolved thread count
   std::span<const index_t> key_lengths = {};  // empty: no key padding
 };
 

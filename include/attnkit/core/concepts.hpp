@@ -3,6 +3,9 @@
 // docs/architecture.md shows how each attention kind maps onto them.
 
 #include <concepts>
+#include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "attnkit/core/call.hpp"
@@ -41,9 +44,9 @@ concept AttentionMask = std::copyable<M> && requires(const M& mask, index_t head
 template <class M>
 concept CountingMask = AttentionMask<M> &&
     requires(const M& mask, index_t head, index_t i, const KeyRange& keys, detail::KeyRangeVisitorArchetype f) {
-      { mask.count(head, i, keys) } -> std::convertible_to<index_t>;
-      mask.for_each_span(head, i, f);
-    };
+  { mask.count(head, i, keys) } -> std::convertible_to<index_t>;
+  mask.for_each_span(head, i, f);
+};
 
 /// What the tiled online-softmax driver executes. A plan works in its own row coordinates:
 /// query positions [0, Lq) and key positions [0, Lk), which are the rows themselves unless
@@ -63,9 +66,9 @@ template <class Plan>
 concept KeyTilePlan = std::copyable<Plan> &&
     requires(const Plan& plan, index_t head, index_t q_begin, index_t q_end, index_t position, const KeyTile& tile,
              float* scores, detail::KeyTileVisitorArchetype visit) {
-      plan.for_each_key_tile(head, q_begin, q_end, visit);
-      plan.exclude(head, position, tile, scores);
-    };
+  plan.for_each_key_tile(head, q_begin, q_end, visit);
+  plan.exclude(head, position, tile, scores);
+};
 
 /// A KeyTilePlan that runs on reordered rows (dilated windows gather residue classes):
 /// query position p of head h is query row query_row(h, p), key position p is key row
@@ -86,8 +89,8 @@ concept ReorderingPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t
 /// query tiles of their own when its estimate of the work (padded rows times keys) says that
 /// is cheaper, so a band's rows no longer carry a global row's keys.
 template <class Plan>
-concept RowSplittingPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t head, index_t q_begin,
-                                                         index_t q_end, detail::KeyRangeVisitorArchetype f) {
+concept RowSplittingPlan = KeyTilePlan<Plan> &&
+    requires(const Plan& plan, index_t head, index_t q_begin, index_t q_end, detail::KeyRangeVisitorArchetype f) {
   plan.for_each_row_run(head, q_begin, q_end, f);
 };
 
@@ -105,7 +108,9 @@ concept ReachBoundedPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index
 /// writes out (and lse) for the call it was planned for; it may open the call's one parallel
 /// region and run kernel::TiledPass on derived inputs inside it.
 template <class Plan, class T>
-concept ExecutablePlan = requires(const Plan& plan, const AttentionCall<T>& call) { plan.execute(call); };
+concept ExecutablePlan = requires(const Plan& plan, const AttentionCall<T>& call) {
+  plan.execute(call);
+};
 
 /// What a pattern's plan may be: a KeyTilePlan for the tiled driver, or an ExecutablePlan.
 /// The front door dispatches on this (kernel/execute.hpp), never on the pattern's name.
@@ -154,16 +159,29 @@ concept SharedQueryKeyPlan = ScaledKeyPlan<Plan> && requires(const Plan& plan, i
   { plan.query_scale(head, position) } -> std::convertible_to<double>;
 };
 
-/// A KeyTilePlan that adds a finite bias to some scores (LSH's self penalty): on every tile
-/// that needs a mask, after exclude(), add_bias(head, position, tile, scores, unit) adds
+/// A KeyTilePlan that adds a finite bias to scores (LSH's self penalty; a position bias
+/// such as ALiBi): after exclude(), add_bias(head, position, tile, scores, unit) adds
 /// unit * bias to scores[c] for key tile.begin + c (unit converts natural-log logits to the
-/// driver's base-2 scores). A bias is not an exclusion: combinators, which merge tiles by
-/// -inf selection, refuse operands that carry one.
+/// driver's base-2 scores), on the tiles its bias_scope() names: those that need a mask (the
+/// default; LSH marks the tiles holding a query's own row), or every tile (a plan declaring
+/// `static constexpr BiasScope kBiasScope = BiasScope::kEveryTile`). A bias is not an
+/// exclusion: combinators, which merge tiles by -inf selection, refuse operands that carry one.
 template <class Plan>
-concept BiasedPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t head, index_t position,
-                                                   const KeyTile& tile, float* scores, float unit) {
+concept BiasedPlan = KeyTilePlan<Plan> &&
+    requires(const Plan& plan, index_t head, index_t position, const KeyTile& tile, float* scores, float unit) {
   plan.add_bias(head, position, tile, scores, unit);
 };
+
+/// The key tiles a BiasedPlan's bias applies to (the driver's bias policy).
+enum class BiasScope { kMaskedTiles, kEveryTile };
+template <BiasedPlan Plan>
+constexpr BiasScope bias_scope(const Plan&) {
+  if constexpr (requires { Plan::kBiasScope; }) {
+    return Plan::kBiasScope;
+  } else {
+    return BiasScope::kMaskedTiles;
+  }
+}
 
 /// A KeyTilePlan that takes each query position's result itself instead of having it written
 /// to the output row of query_row (LSH: a round's results folded into the output by
@@ -171,28 +189,61 @@ concept BiasedPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t hea
 /// elements of the position's result (valid during the call only) and its natural-log lse.
 /// Every position is sunk exactly once per pass, by the thread that computed it.
 template <class Plan, class T>
-concept SinkingPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t b, index_t h, index_t position,
-                                                    const T* row, T lse) {
+concept SinkingPlan = KeyTilePlan<Plan> &&
+    requires(const Plan& plan, index_t b, index_t h, index_t position, const T* row, T lse) {
   plan.sink(b, h, position, row, lse);
 };
 
+/// A pattern that plans calls of element type T (from the shape or from the call).
+template <class P, class T>
+concept PlansFor = PlansFromShape<P, T> || PlansFromCall<P, T>;
+
 /// A pattern: a small copyable value describing which (query, key) pairs interact.
 ///  - plan(shape, tiles) or plan(call, tiles): the execution plan for one call and the
-///    driver's tile geometry, for float and double calls; never O(Lq * Lk). Invalid
-///    parameters for the call throw attnkit::invalid_argument here, before anything is written.
+///    driver's tile geometry, for float and double calls (every kind of the library), or for
+///    the one element type a pattern holds tensors of (WithGlobalProjections<P, T>); never
+///    O(Lq * Lk). Invalid parameters for the call throw attnkit::invalid_argument here, before
+///    anything is written.
 ///  - cost(shape): attended pairs and FLOP (SPEC.md counts, including work beyond the
 ///    softmax such as projections), for GFLOP/s, complexity fits and algorithm choice.
 template <class P>
-concept AttentionPattern = std::copyable<P> &&
-    requires(const P& pattern, const AttentionShape& shape) {
-      { pattern.cost(shape) } -> std::same_as<PatternCost>;
-    } &&
-    (PlansFromShape<P, float> || PlansFromCall<P, float>) && (PlansFromShape<P, double> || PlansFromCall<P, double>);
+concept AttentionPattern = std::copyable<P> && requires(const P& pattern, const AttentionShape& shape) {
+  { pattern.cost(shape) } -> std::same_as<PatternCost>;
+} &&(PlansFor<P, float> || PlansFor<P, double>);
+
+/// kAllAlternatives<V, Pred>: V is a std::variant and Pred<P>::value holds for each of its
+/// alternatives P (the front doors' variant concepts are built from it).
+template <class V, template <class> class Pred>
+inline constexpr bool kAllAlternatives = false;
+template <class... Ps, template <class> class Pred>
+inline constexpr bool kAllAlternatives<std::variant<Ps...>, Pred> = (Pred<Ps>::value && ...);
+
+template <class P>
+struct IsAttentionPattern : std::bool_constant<AttentionPattern<P>> {};
+
+/// A std::variant of patterns (one Schedule layer): attnkit::attention,
+/// attnkit::reference::attention and attnkit::dispatch::attention take it as a pattern and run
+/// whichever alternative it holds (visit_pattern).
+template <class V>
+concept PatternVariant = kAllAlternatives<V, IsAttentionPattern>;
+
+/// f(pattern), or for a PatternVariant f(the alternative it holds): the one place a
+/// variant of patterns is visited (one std::visit per call, never per tile).
+template <class P, class F>
+decltype(auto) visit_pattern(const P& pattern, F&& f) {
+  if constexpr (PatternVariant<P>) {
+    return std::visit(std::forward<F>(f), pattern);
+  } else {
+    return std::forward<F>(f)(pattern);
+  }
+}
 
 /// A pattern that honours Options::key_lengths (declares kKeyPadding = true). Every other
 /// pattern rejects key lengths rather than silently attending padded keys.
 template <class P>
-concept KeyPaddedPattern = AttentionPattern<P> && requires { requires P::kKeyPadding; };
+concept KeyPaddedPattern = AttentionPattern<P> && requires {
+  requires P::kKeyPadding;
+};
 
 /// A pattern whose attended multiset is a closed-form function of the shape: mask(shape)
 /// gives its AttentionMask. attnkit::reference::attention accepts exactly these.

@@ -31,4 +31,10 @@ inline PatternCost softmax_cost(double pairs_per_head, const AttentionShape& sha
                      all_pairs > 0 ? pairs / all_pairs : 0.0};
 }
 
+/// The same, from `pairs` summed over every query head of one batch element (patterns whose
+/// heads attend differently): their per-head average times B Hq.
+inline PatternCost softmax_cost_over_heads(double pairs, const AttentionShape& shape) {
+  return softmax_cost(shape.q_heads > 0 ? pairs / static_cast<double>(shape.q_heads) : 0.0, shape);
+}
+
 }  // namespace attnkit

@@ -9,6 +9,10 @@ namespace attnkit {
 /// and differences of positions (causal offsets, window bounds) need no casts.
 using index_t = std::int64_t;
 
+/// Which of `tables` per-head tables (dilations, layouts, projections, biases) query or kv
+/// head `head` reads: its own, or the one shared table when tables == 1.
+constexpr index_t table_of_head(index_t tables, index_t head) { return tables == 1 ? 0 : head; }
+
 namespace detail {
 
 /// ceil(value / step) for value >= 0, step > 0; exact up to INT64_MAX (no value + step - 1).

@@ -35,8 +35,8 @@ class TensorView {
 
   /// const conversion: TensorView<float> -> TensorView<const float>.
   template <class U>
-    requires(std::is_same_v<const U, T> && !std::is_same_v<U, T>)
-  constexpr TensorView(const TensorView<U>& other)  // NOLINT(google-explicit-constructor)
+  requires(std::is_same_v<const U, T> && !std::is_same_v<U, T>) constexpr TensorView(
+      const TensorView<U>& other)  // NOLINT(google-explicit-constructor)
       : data_(other.data()), sizes_(other.sizes()), strides_(other.strides()) {}
 
   constexpr T* data() const { return data_; }
@@ -54,9 +54,7 @@ class TensorView {
   constexpr T* row(index_t b, index_t h, index_t l) const {
     return data_ + b * strides_[kBatch] + h * strides_[kHeads] + l * strides_[kSeq];
   }
-  constexpr T& operator()(index_t b, index_t h, index_t l, index_t d) const {
-    return row(b, h, l)[d * strides_[kDim]];
-  }
+  constexpr T& operator()(index_t b, index_t h, index_t l, index_t d) const { return row(b, h, l)[d * strides_[kDim]]; }
 
  private:
   T* data_ = nullptr;

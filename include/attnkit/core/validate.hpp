@@ -57,12 +57,13 @@ void require_size(const char* name, const TensorView<T>& view, int axis, index_t
 
 /// `view` has the sizes of `other`, axis by axis (GlobalProjections' Qg, Kg, Vg against q, k, v).
 template <class T>
-void require_same_sizes(const char* name, const TensorView<T>& view, const char* other_name, const TensorView<T>& other) {
+void require_same_sizes(const char* name, const TensorView<T>& view, const char* other_name,
+                        const TensorView<T>& other) {
   for (int axis = 0; axis < 4; ++axis) {
     if (view.size(axis) != other.size(axis)) {
       reject(std::string(name) + ".sizes[" + axis_name(axis) + "]", view.size(axis),
-             "must equal " + std::string(other_name) + ".sizes[" + axis_name(axis) + "] = " +
-                 std::to_string(other.size(axis)));
+             "must equal " + std::string(other_name) + ".sizes[" + axis_name(axis) +
+                 "] = " + std::to_string(other.size(axis)));
     }
   }
 }

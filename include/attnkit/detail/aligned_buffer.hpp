@@ -34,8 +34,8 @@ class AlignedBuffer {
   static T* allocate(index_t count) {
     if (count <= 0) return nullptr;
     static_assert(std::is_trivially_default_constructible_v<T> && std::is_trivially_destructible_v<T>);
-    return static_cast<T*>(::operator new[](static_cast<std::size_t>(count) * sizeof(T),
-                                           std::align_val_t{kBufferAlignment}));
+    return static_cast<T*>(
+        ::operator new[](static_cast<std::size_t>(count) * sizeof(T), std::align_val_t{kBufferAlignment}));
   }
 
   std::unique_ptr<T[], Free> data_;

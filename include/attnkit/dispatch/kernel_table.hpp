@@ -7,7 +7,7 @@
 
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/tensor_view.hpp"
-#include "attnkit/pattern/schedule.hpp"
+#include "attnkit/pattern/kinds.hpp"
 
 namespace attnkit::dispatch {
 
@@ -24,16 +24,16 @@ struct PatternPointers<std::variant<Ps...>> {
 
 }  // namespace detail
 
-/// The kinds attnkit::dispatch compiles per target: the ones a Schedule layer holds (Full,
-/// SlidingWindow, Dilated, Global, BlockSparse, BigBird, Linformer, Lsh, KernelizedRpe).
+/// The kinds attnkit::dispatch compiles per target: every registered kind (pattern/kinds.hpp:
+/// Full, SlidingWindow, Dilated, Global, BlockSparse, BigBird, Linformer, Lsh, KernelizedRpe).
 /// Combinations (Union, Intersection, PerHead) and user patterns run attnkit::attention,
 /// compiled with the caller's flags.
 template <class P>
-concept DispatchedPattern = detail::PatternPointers<Schedule::Layer>::holds<P>;
+concept DispatchedPattern = detail::PatternPointers<AnyKind>::holds<P>;
 
 /// A pointer to a pattern of one of those kinds (a pattern may be large: Linformer holds
 /// its projections, so the entry points take it by address).
-using PatternRef = detail::PatternPointers<Schedule::Layer>::type;
+using PatternRef = detail::PatternPointers<AnyKind>::type;
 
 /// attnkit::attention for one scalar type: lse nullptr for the overload without it.
 template <class T>

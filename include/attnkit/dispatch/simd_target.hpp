@@ -71,9 +71,11 @@ namespace detail {
 
 /// Throws attnkit::invalid_argument "attnkit: <argument> = <value>: this CPU (or its OS) does
 /// not run it; it runs sse2, avx2" for a CPU with these levels.
-[[noreturn]] inline void reject_unrunnable(std::string_view argument, std::string_view value, const simd::CpuLevels& cpu) {
+[[noreturn]] inline void reject_unrunnable(std::string_view argument, std::string_view value,
+                                           const simd::CpuLevels& cpu) {
   std::string runnable;
-  for (SimdTarget target : targets_run_by(cpu)) runnable += (runnable.empty() ? "" : ", ") + std::string(simd_target_name(target));
+  for (SimdTarget target : targets_run_by(cpu))
+    runnable += (runnable.empty() ? "" : ", ") + std::string(simd_target_name(target));
   reject(argument, value, "this CPU (or its OS) does not run it; it runs " + runnable);
 }
 

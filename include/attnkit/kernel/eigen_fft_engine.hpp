@@ -51,7 +51,8 @@ class EigenFftEngine {
     Complex* frequencies = frequency_buffer.data();
     Eigen::FFT<T>& fft = thread_fft();
     for (index_t lane = 0; lane < kW; ++lane) {
-      for (index_t p = 0; p < length_; ++p) sequence[p] = Complex(data[2 * kW * p + lane], data[2 * kW * p + kW + lane]);
+      for (index_t p = 0; p < length_; ++p)
+        sequence[p] = Complex(data[2 * kW * p + lane], data[2 * kW * p + kW + lane]);
       fft.fwd(frequencies, sequence, length_);
       for (index_t f = 0; f < length_; ++f) frequencies[f] *= Complex(spectrum[2 * f], spectrum[2 * f + 1]);
       fft.inv(sequence, frequencies, length_);

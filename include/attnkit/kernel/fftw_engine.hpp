@@ -18,14 +18,14 @@ inline constexpr bool kHaveFftw = false;
 
 #if defined(ATTNKIT_WITH_FFTW)
 
-#include <fftw3.h>
-
 #include <map>
 #include <mutex>
 #include <new>
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#include <fftw3.h>
 
 #include "attnkit/kernel/toeplitz_fft.hpp"
 #include "attnkit/simd/batch.hpp"
@@ -52,7 +52,9 @@ struct FftwApi<float> {
   }
   static void execute(Plan plan, Complex* data) { fftwf_execute_dft(plan, data, data); }
   static void destroy(Plan plan) { fftwf_destroy_plan(plan); }
-  static Complex* allocate(index_t count) { return require_allocated(fftwf_alloc_complex(static_cast<std::size_t>(count))); }
+  static Complex* allocate(index_t count) {
+    return require_allocated(fftwf_alloc_complex(static_cast<std::size_t>(count)));
+  }
   static void release(Complex* data) { fftwf_free(data); }
 };
 template <>
@@ -64,7 +66,9 @@ struct FftwApi<double> {
   }
   static void execute(Plan plan, Complex* data) { fftw_execute_dft(plan, data, data); }
   static void destroy(Plan plan) { fftw_destroy_plan(plan); }
-  static Complex* allocate(index_t count) { return require_allocated(fftw_alloc_complex(static_cast<std::size_t>(count))); }
+  static Complex* allocate(index_t count) {
+    return require_allocated(fftw_alloc_complex(static_cast<std::size_t>(count)));
+  }
   static void release(Complex* data) { fftw_free(data); }
 };
 

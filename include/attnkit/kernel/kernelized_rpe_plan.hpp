@@ -9,6 +9,7 @@
 
 #include "attnkit/core/call.hpp"
 #include "attnkit/core/index.hpp"
+#include "attnkit/core/rpe_bias.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/detail/thread_scratch.hpp"
 #include "attnkit/kernel/eigen_fft_engine.hpp"
@@ -17,7 +18,6 @@
 #include "attnkit/kernel/sequential_gemm.hpp"
 #include "attnkit/kernel/toeplitz_fft.hpp"
 #include "attnkit/parallel/team.hpp"
-#include "attnkit/pattern/rpe_bias.hpp"
 #include "attnkit/simd/batch.hpp"
 #include "attnkit/simd/lane_fft.hpp"
 
@@ -64,7 +64,8 @@ class KernelizedRpePlan {
         use_fft_(use_fft),
         direct_rows_(direct_rows),
         fft_(fft) {
-    for (index_t table = 0; table < std::max<index_t>(bias_.heads(), 1); ++table) bias_max_.push_back(bias_.max_value(table));
+    for (index_t table = 0; table < std::max<index_t>(bias_.heads(), 1); ++table)
+      bias_max_.push_back(bias_.max_value(table));
   }
 
   bool uses_fft() const { return use_fft_; }
@@ -105,15 +106,17 @@ class KernelizedRpePlan {
           length(plan.use_fft_ ? circulant_length(s.q_len, s.kv_len) : 2),
           twiddles(length),
           spectrum_twiddles(plan.use_fft_ ? length : 2),
-          query_shift(zeroed(attnkit::detail::thread_scratch<struct RpeQueryShiftTag, T>(s.batch * s.q_heads * q_stride),
-                             s.batch * s.q_heads * q_stride)),
+          query_shift(
+              zeroed(attnkit::detail::thread_scratch<struct RpeQueryShiftTag, T>(s.batch * s.q_heads * q_stride),
+                     s.batch * s.q_heads * q_stride)),
           denominator(attnkit::detail::thread_scratch<struct RpeDenominatorTag, T>(s.batch * s.q_heads * q_stride)),
           key_block_max(static_cast<std::size_t>(s.batch * s.q_heads * key_blocks)),
           coefficients(direct_rows == 0 ? 0 : static_cast<std::size_t>(tables * (s.q_len + s.kv_len - 1))),
-          spectra(plan.use_fft_ ? attnkit::detail::thread_scratch<struct RpeSpectraTag, T>(tables * 2 * length) : nullptr),
+          spectra(plan.use_fft_ ? attnkit::detail::thread_scratch<struct RpeSpectraTag, T>(tables * 2 * length)
+                                : nullptr),
           key_features(direct_rows == 0 ? nullptr
-                                         : attnkit::detail::thread_scratch<struct RpeDirectKeysTag, T>(
-                                               plan.heads_[0].features() * key_ld)) {
+                                        : attnkit::detail::thread_scratch<struct RpeDirectKeysTag, T>(
+                                              plan.heads_[0].features() * key_ld)) {
 #if defined(ATTNKIT_WITH_FFTW)
       if (plan.use_fft_ && plan.fft_ == RpeFft::kFftw) fftw.emplace(length);  // plans here, outside the region
 #endif
@@ -124,12 +127,12 @@ class KernelizedRpePlan {
     index_t q_stride, key_blocks, tables, length;
     simd::FftTwiddles<T> twiddles;
     simd::FftTwiddles<double> spectrum_twiddles;
-    T* query_shift;    // [B Hq x q_stride]
-    T* denominator;    // [B Hq x q_stride]
+    T* query_shift;  // [B Hq x q_stride]
+    T* denominator;  // [B Hq x q_stride]
     std::vector<T> key_block_max;
     std::vector<T> coefficients;  // direct path: per table, c_t at t + Lk - 1 for t in [-(Lk - 1), Lq - 1]
-    T* spectra;       // [tables x L x 2]
-    T* key_features;  // direct path: one head's [features x attnkit::detail::round_up(Lk)]
+    T* spectra;                   // [tables x L x 2]
+    T* key_features;              // direct path: one head's [features x attnkit::detail::round_up(Lk)]
 #if defined(ATTNKIT_WITH_FFTW)
     std::optional<FftwEngine<T>> fftw;
 #endif
@@ -165,12 +168,14 @@ class KernelizedRpePlan {
       if (item < work.tables) {
         if (use_fft_) {  // (rows summed directly also need the coefficients below)
           double* scratch = attnkit::detail::thread_scratch<struct RpeSpectrumScratchTag, double>(2 * work.length);
-          circulant_spectrum<T>(s.q_len, s.kv_len, [&](index_t t) { return coefficient(item, t); }, work.spectrum_twiddles,
-                                scratch, work.spectra + item * 2 * work.length, fft_ != RpeFft::kLanes);
+          circulant_spectrum<T>(
+              s.q_len, s.kv_len, [&](index_t t) { return coefficient(item, t); }, work.spectrum_twiddles, scratch,
+              work.spectra + item * 2 * work.length, fft_ != RpeFft::kLanes);
         }
         if (work.direct_rows > 0) {
           T* c = work.coefficients.data() + item * (s.q_len + s.kv_len - 1);
-          for (index_t t = -(s.kv_len - 1); t < s.q_len; ++t) c[t + s.kv_len - 1] = static_cast<T>(coefficient(item, t));
+          for (index_t t = -(s.kv_len - 1); t < s.q_len; ++t)
+            c[t + s.kv_len - 1] = static_cast<T>(coefficient(item, t));
         }
         return;
       }
@@ -182,9 +187,12 @@ class KernelizedRpePlan {
       const index_t rows = std::min(kStabiliserRows, (keys ? s.kv_len : s.q_len) - first);
       const TensorView<const T>& view = keys ? call.k : call.q;
       const T* x = (keys ? key_rows(call, b, h) : query_rows(call, b, h)) + first * view.stride(kSeq);
-      T* rho = attnkit::detail::thread_scratch<struct RpeStabiliserRhoTag, T>(attnkit::detail::round_up(kStabiliserRows, kW));
-      T* half_square = attnkit::detail::thread_scratch<struct RpeStabiliserSquareTag, T>(attnkit::detail::round_up(kStabiliserRows, kW));
-      T* scratch = attnkit::detail::thread_scratch<struct RpeStabiliserProjectionTag, T>(kStabiliserRows * map.features());
+      T* rho = attnkit::detail::thread_scratch<struct RpeStabiliserRhoTag, T>(
+          attnkit::detail::round_up(kStabiliserRows, kW));
+      T* half_square = attnkit::detail::thread_scratch<struct RpeStabiliserSquareTag, T>(
+          attnkit::detail::round_up(kStabiliserRows, kW));
+      T* scratch =
+          attnkit::detail::thread_scratch<struct RpeStabiliserProjectionTag, T>(kStabiliserRows * map.features());
       map.row_scales(x, view.stride(kSeq), rows, keys, rho, half_square);
       if (keys) {
         work.key_block_max[static_cast<std::size_t>(bh * work.key_blocks + block - q_blocks)] =
@@ -211,11 +219,12 @@ class KernelizedRpePlan {
     const index_t rows = kKeys ? s.kv_len : s.q_len, padded = attnkit::detail::round_up(rows, kW);
     T* rho = attnkit::detail::thread_scratch<SideTag<kKeys>, T>(2 * padded);
     T* shift = rho + padded;
-    map.row_scales(kKeys ? key_rows(call, b, h) : query_rows(call, b, h), (kKeys ? call.k : call.q).stride(kSeq), rows, kKeys,
-                   rho, shift);
+    map.row_scales(kKeys ? key_rows(call, b, h) : query_rows(call, b, h), (kKeys ? call.k : call.q).stride(kSeq), rows,
+                   kKeys, rho, shift);
     if constexpr (kKeys) {
       const T key_max = work.key_max(b * s.q_heads + h);
-      for (index_t j = 0; j < padded; ++j) shift[j] = map.exponential() ? shift[j] + key_max : static_cast<T>(std::exp(shift[j] - key_max));
+      for (index_t j = 0; j < padded; ++j)
+        shift[j] = map.exponential() ? shift[j] + key_max : static_cast<T>(std::exp(shift[j] - key_max));
     } else {
       if (map.exponential()) return SideRows{rho, work.query_shift + (b * s.q_heads + h) * work.q_stride};
       std::fill(shift, shift + padded, T(1));
@@ -270,8 +279,8 @@ class KernelizedRpePlan {
   static FeatureScratch feature_scratch(const AttentionShape& s) {
     const index_t key_ld = attnkit::detail::round_up(s.kv_len, kW), query_ld = attnkit::detail::round_up(s.q_len, kW);
     return FeatureScratch{attnkit::detail::thread_scratch<struct RpeKeyFeaturesTag, T>(kFeatureBlock * key_ld),
-                          attnkit::detail::thread_scratch<struct RpeQueryFeaturesTag, T>(kFeatureBlock * query_ld), key_ld,
-                          query_ld};
+                          attnkit::detail::thread_scratch<struct RpeQueryFeaturesTag, T>(kFeatureBlock * query_ld),
+                          key_ld, query_ld};
   }
 
   using Batch = simd::Batch<T>;
@@ -282,7 +291,8 @@ class KernelizedRpePlan {
   };
   /// The first `width` (<= 2 W) of them at x, zero beyond.
   static GroupColumns load_columns(const T* x, index_t width) {
-    if (width == ToeplitzBatch<T>::kColumns) return GroupColumns{Batch::load_unaligned(x), Batch::load_unaligned(x + kW)};
+    if (width == ToeplitzBatch<T>::kColumns)
+      return GroupColumns{Batch::load_unaligned(x), Batch::load_unaligned(x + kW)};
     alignas(64) T padded[ToeplitzBatch<T>::kColumns] = {};
     std::copy(x, x + width, padded);
     return GroupColumns{Batch::load_aligned(padded), Batch::load_aligned(padded + kW)};
@@ -314,9 +324,10 @@ class KernelizedRpePlan {
     const FeatureScratch f = feature_scratch(s);
     for (index_t u0 = 0; u0 < map.features(); u0 += kFeatureBlock) {
       const index_t count = std::min(kFeatureBlock, map.features() - u0);
-      map.features(key_rows(call, b, h), call.k.stride(kSeq), s.kv_len, u0, count, keys.rho, keys.shift, f.keys, f.key_ld);
-      map.features(query_rows(call, b, h), call.q.stride(kSeq), s.q_len, u0, count, queries.rho, queries.shift, f.queries,
-                   f.query_ld);
+      map.features(key_rows(call, b, h), call.k.stride(kSeq), s.kv_len, u0, count, keys.rho, keys.shift, f.keys,
+                   f.key_ld);
+      map.features(query_rows(call, b, h), call.q.stride(kSeq), s.q_len, u0, count, queries.rho, queries.shift,
+                   f.queries, f.query_ld);
       for (index_t u = 0; u < count; ++u) {
         const T* phi_k = f.keys + u * f.key_ld;
         const T* phi_q = f.queries + u * f.query_ld;
@@ -336,7 +347,8 @@ class KernelizedRpePlan {
                 store_columns(o, width, GroupColumns{weight * y.re, weight * y.im});
               } else {
                 const GroupColumns sum = load_columns(o, width);
-                store_columns(o, width, GroupColumns{simd::fma(weight, y.re, sum.low), simd::fma(weight, y.im, sum.high)});
+                store_columns(o, width,
+                              GroupColumns{simd::fma(weight, y.re, sum.low), simd::fma(weight, y.im, sum.high)});
               }
             });
       }
@@ -345,8 +357,8 @@ class KernelizedRpePlan {
 
   /// den_i = sum_u phi_q[i][u] (T phi_k[:, u])_i, 2 W features per batch.
   template <class Toeplitz>
-  void denominator_group(const AttentionCall<T>& call, const Workspace& work, const Toeplitz& batch,
-                         const T* spectrum, index_t b, index_t h) const {
+  void denominator_group(const AttentionCall<T>& call, const Workspace& work, const Toeplitz& batch, const T* spectrum,
+                         index_t b, index_t h) const {
     const AttentionShape& s = call.shape;
     const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
     const SideRows keys = side_rows<true>(call, work, b, h);
@@ -359,7 +371,8 @@ class KernelizedRpePlan {
       if (group_end - group < kColumns) std::fill(batch.point(0), batch.point(s.kv_len), T(0));  // the unused lanes
       for (index_t u0 = group; u0 < group_end; u0 += kFeatureBlock) {
         const index_t count = std::min(kFeatureBlock, map.features() - u0);
-        map.features(key_rows(call, b, h), call.k.stride(kSeq), s.kv_len, u0, count, keys.rho, keys.shift, f.keys, f.key_ld);
+        map.features(key_rows(call, b, h), call.k.stride(kSeq), s.kv_len, u0, count, keys.rho, keys.shift, f.keys,
+                     f.key_ld);
         for (index_t u = 0; u < count; ++u) {
           const T* phi_k = f.keys + u * f.key_ld;
           for (index_t j = 0; j < s.kv_len; ++j) batch.point(j)[u0 - group + u] = phi_k[j];
@@ -368,8 +381,8 @@ class KernelizedRpePlan {
       batch.transform(spectrum, s.kv_len, s.q_len);
       for (index_t u0 = group; u0 < group_end; u0 += kFeatureBlock) {
         const index_t count = std::min(kFeatureBlock, map.features() - u0);
-        map.features(query_rows(call, b, h), call.q.stride(kSeq), s.q_len, u0, count, queries.rho, queries.shift, f.queries,
-                     f.query_ld);
+        map.features(query_rows(call, b, h), call.q.stride(kSeq), s.q_len, u0, count, queries.rho, queries.shift,
+                     f.queries, f.query_ld);
         for (index_t i = 0; i < s.q_len; ++i) {
           T sum = u0 == 0 ? T(0) : den[i];
           const T* y = batch.point(i) + (u0 - group);
@@ -393,7 +406,8 @@ class KernelizedRpePlan {
         const SideRows keys = side_rows<true>(call, work, b, h);
         const index_t u0 = block * kFeatureBlock;
         map.features(key_rows(call, b, h), call.k.stride(kSeq), work.direct_keys, u0,
-                     std::min(kFeatureBlock, map.features() - u0), keys.rho, keys.shift, work.key_features + u0 * key_ld, key_ld);
+                     std::min(kFeatureBlock, map.features() - u0), keys.rho, keys.shift,
+                     work.key_features + u0 * key_ld, key_ld);
       });
       team.for_each_dynamic(attnkit::detail::ceil_div(work.direct_rows, kDirectRows),
                             [&](index_t block) { direct_rows(call, work, b, h, block); });
@@ -410,7 +424,8 @@ class KernelizedRpePlan {
     T* amplitude = attnkit::detail::thread_scratch<struct RpeDirectAmplitudeTag, T>(kDirectRows);
     map.row_scales(x, call.q.stride(kSeq), rows, false, rho, amplitude);
     std::fill(amplitude, amplitude + kDirectRows, T(1));
-    const T* query_shift = map.exponential() ? work.query_shift + (b * s.q_heads + h) * work.q_stride + first : amplitude;
+    const T* query_shift =
+        map.exponential() ? work.query_shift + (b * s.q_heads + h) * work.q_stride + first : amplitude;
     // phi_q of the block: [m x kDirectRows] by feature, then row-major [rows x m].
     T* by_feature = attnkit::detail::thread_scratch<struct RpeDirectQueryColumnsTag, T>(m * kDirectRows);
     T* phi_q = attnkit::detail::thread_scratch<struct RpeDirectQueryRowsTag, T>(kDirectRows * m);
@@ -445,7 +460,8 @@ class KernelizedRpePlan {
       gemm_accumulate<T>(rows, s.value_dim, keys, scores, keys, call.v.row(b, kv_head, j0), call.v.stride(kSeq), num,
                          s.value_dim);
     }
-    for (index_t i = 0; i < rows; ++i) std::copy(num + i * s.value_dim, num + (i + 1) * s.value_dim, call.out.row(b, h, first + i));
+    for (index_t i = 0; i < rows; ++i)
+      std::copy(num + i * s.value_dim, num + (i + 1) * s.value_dim, call.out.row(b, h, first + i));
   }
 
   /// Phase 3: o_i = num_i / den_i, 0 where den_i is exactly 0.

@@ -41,7 +41,6 @@ struct ValueRows {
 template <class T>
 class KeyValuePanels {
  public:
-
   /// key_positions: the keys the plan iterates (Lk, or a PositionedPlan's extent); V is read
   /// in place only when they are the rows themselves.
   KeyValuePanels(const AttentionShape& shape, const TileShape& tiles, const TensorView<const T>& v,
@@ -55,8 +54,9 @@ class KeyValuePanels {
         value_stride_(detail::round_up(shape.value_dim, static_cast<index_t>(simd::kWidth<T>))),
         keys_size_(tile_count_ * key_rows_ * head_dim_ + static_cast<index_t>(simd::kWidth<T>)),
         keys_(detail::thread_scratch<struct KeyPanelsTag, T>(keys_size_)),
-        values_(values_in_place ? nullptr
-                                : detail::thread_scratch<struct ValueRowsTag, T>(tile_count_ * key_rows_ * value_stride_)),
+        values_(values_in_place
+                    ? nullptr
+                    : detail::thread_scratch<struct ValueRowsTag, T>(tile_count_ * key_rows_ * value_stride_)),
         value_check_(std::make_unique<std::atomic<unsigned char>[]>(static_cast<std::size_t>(tile_count_))) {}
 
   index_t tile_count() const { return tile_count_; }
@@ -70,8 +70,9 @@ class KeyValuePanels {
     for (index_t begin = first; begin < first + count;) {
       const index_t tile = begin / key_rows_, end = std::min(first + count, (tile + 1) * key_rows_);
       const T* panel = key_panel(tile) + (begin - tile * key_rows_);
-      simd::transpose_rows(head_dim_, end - begin, [&](index_t d) { return panel + d * key_rows_; },
-                           rows + (begin - first) * head_dim_, head_dim_);
+      simd::transpose_rows(
+          head_dim_, end - begin, [&](index_t d) { return panel + d * key_rows_; }, rows + (begin - first) * head_dim_,
+          head_dim_);
       begin = end;
     }
   }
@@ -103,13 +104,15 @@ class KeyValuePanels {
   /// simd::Unscaled (a ScaledKeyPlan's normalised keys).
   /// Tiles are independent: threads may pack different tiles concurrently.
   template <class KeyRow, class KeyScale>
-  void pack_tile(const TensorView<const T>& k, index_t b, index_t h, index_t tile, KeyRow&& key_row, KeyScale&& key_scale) {
+  void pack_tile(const TensorView<const T>& k, index_t b, index_t h, index_t tile, KeyRow&& key_row,
+                 KeyScale&& key_scale) {
     const index_t first = tile * key_rows_;
     const index_t count = std::min(key_rows_, key_positions_ - first);
     const bool finite = pack_rows(k, b, h, first, count, key_row, key_scale);
     T* panel = keys_ + tile * key_rows_ * head_dim_;
     if (count < key_rows_) {  // the last tile: zero columns past the last key position
-      for (index_t d = 0; d < head_dim_; ++d) std::fill(panel + d * key_rows_ + count, panel + (d + 1) * key_rows_, T(0));
+      for (index_t d = 0; d < head_dim_; ++d)
+        std::fill(panel + d * key_rows_ + count, panel + (d + 1) * key_rows_, T(0));
     }
     if (tile == tile_count_ - 1) std::fill(panel + head_dim_ * key_rows_, keys_ + keys_size_, T(0));  // the slack
     std::atomic<unsigned char>& check = value_check_[static_cast<std::size_t>(tile)];
@@ -155,7 +158,8 @@ class KeyValuePanels {
     if constexpr (std::is_same_v<std::remove_cvref_t<KeyScale>, simd::Unscaled>) {
       simd::transpose_rows(count, head_dim_, source, columns, key_rows_);
     } else {
-      simd::transpose_rows(count, head_dim_, source, columns, key_rows_, [&](index_t c) { return key_scale(first + c); });
+      simd::transpose_rows(count, head_dim_, source, columns, key_rows_,
+                           [&](index_t c) { return key_scale(first + c); });
     }
     bool finite = true;
     if (values_in_place_) return finite;

@@ -20,7 +20,7 @@ struct ProjectionMatrices {
   index_t heads = 1;
 
   /// The matrix kv head h uses.
-  const float* of(index_t h, index_t kp, index_t n_max) const { return data + (heads == 1 ? 0 : h) * kp * n_max; }
+  const float* of(index_t h, index_t kp, index_t n_max) const { return data + table_of_head(heads, h) * kp * n_max; }
 };
 
 /// out[b, h] = P_h[:, :len_b] x[b, h, :len_b] for every (batch, kv head) and both projections

@@ -44,7 +44,8 @@ struct LshBucketLayout {
 inline float rotation_entry(std::uint64_t seed, std::uint64_t layer, index_t head, index_t round, index_t d,
                             index_t column, index_t dim, index_t columns) {
   const index_t index = (round * dim + d) * columns + column;
-  return static_cast<float>(normal_from_counter(seed, layer, static_cast<std::uint64_t>(head), static_cast<std::uint64_t>(index)));
+  return static_cast<float>(
+      normal_from_counter(seed, layer, static_cast<std::uint64_t>(head), static_cast<std::uint64_t>(index)));
 }
 
 /// Where a call's rotations come from: given floats [P][D][R][columns] (P = 1, shared by
@@ -62,8 +63,9 @@ struct LshRotationSource {
     for (index_t r = 0; r < rounds; ++r) {
       for (index_t c = 0; c < columns; ++c) {
         row[r * columns + c] =
-            given != nullptr ? static_cast<T>(given[(((given_heads == 1 ? 0 : h) * dim + d) * rounds + r) * columns + c])
-                             : static_cast<T>(rotation_entry(seed, layer, h, r, d, c, dim, columns));
+            given != nullptr
+                ? static_cast<T>(given[((table_of_head(given_heads, h) * dim + d) * rounds + r) * columns + c])
+                : static_cast<T>(rotation_entry(seed, layer, h, r, d, c, dim, columns));
       }
     }
   }
@@ -132,10 +134,11 @@ class LshHasher {
   static index_t blocks(index_t n) { return attnkit::detail::ceil_div(n, kHashRows); }
   /// ids[r n + i] for the rows i of block `block` of head h (row i at x + i * x_stride).
   void hash_block(const T* x, index_t x_stride, index_t n, index_t h, index_t block, std::int32_t* ids) const {
-    T* rotated = attnkit::detail::thread_scratch<struct LshRotatedTag, T>(hash_scratch_size<T>(rounds_, layout_.columns));
+    T* rotated =
+        attnkit::detail::thread_scratch<struct LshRotatedTag, T>(hash_scratch_size<T>(rounds_, layout_.columns));
     const index_t first = block * kHashRows;
-    hash_rows<T>(x, x_stride, first, std::min(n, first + kHashRows), dim_, rotations_.data() + h * dim_ * width_, layout_,
-                 rounds_, n, ids, rotated);
+    hash_rows<T>(x, x_stride, first, std::min(n, first + kHashRows), dim_, rotations_.data() + h * dim_ * width_,
+                 layout_, rounds_, n, ids, rotated);
   }
 
  private:

@@ -247,7 +247,8 @@ struct LshPhaseTimes {
 template <class T>
 class LshPlan {
  public:
-  LshPlan(const LshGeometry& geometry, LshBucketLayout layout, const LshRotationSource& rotations, const TileShape& tiles)
+  LshPlan(const LshGeometry& geometry, LshBucketLayout layout, const LshRotationSource& rotations,
+          const TileShape& tiles)
       : g_(geometry), layout_(std::move(layout)), rotations_(rotations), tiles_(tiles) {}
 
   void execute(const AttentionCall<T>& call) const { execute(call, nullptr); }
@@ -306,9 +307,9 @@ class LshPlan {
             });
           }
           mark(&LshPhaseTimes::sorting);
-          const typename LshWindowPlan<T>::Sink sink{
-              call.out.row(b, h, 0), call.out.stride(kSeq), call.lse != nullptr ? call.lse->row(b, h, 0) : running_lse,
-              call.lse != nullptr ? call.lse->stride(kSeq) : 1, shape.value_dim};
+          const typename LshWindowPlan<T>::Sink sink{call.out.row(b, h, 0), call.out.stride(kSeq),
+                                                     call.lse != nullptr ? call.lse->row(b, h, 0) : running_lse,
+                                                     call.lse != nullptr ? call.lse->stride(kSeq) : 1, shape.value_dim};
           for (index_t r = 0; r < g_.rounds; ++r) {
             index_t packed_chunk = -2;  // the chunk whose window this thread's panels hold
             team.for_each_static(g_.chunks, [&](index_t chunk) {
@@ -317,13 +318,15 @@ class LshPlan {
                     .prefetch_rows(call.k.row(b, h, 0), call.k.stride(kSeq), shape.head_dim, call.v.row(b, h, 0),
                                    call.v.stride(kSeq));
               }
-              const LshWindowPlan<T> window(g_, r, chunk, order, window_slots, norms, norms_inverse, window_tiles, sink);
+              const LshWindowPlan<T> window(g_, r, chunk, order, window_slots, norms, norms_inverse, window_tiles,
+                                            sink);
               window.fill_window_slots();
               const auto key_row = [&](index_t p) { return window.key_row(h, p); };
               const auto key_scale = [&](index_t p) { return window.key_scale(h, p); };
               if (chunk == packed_chunk + 1) {
                 const KeyRange entering = window.entering_positions();
-                panels.repack_positions(call.k, b, h, entering.begin, entering.end - entering.begin, key_row, key_scale);
+                panels.repack_positions(call.k, b, h, entering.begin, entering.end - entering.begin, key_row,
+                                        key_scale);
               } else {
                 for (index_t tile = 0; tile < panels.tile_count(); ++tile) {
                   panels.pack_tile(call.k, b, h, tile, key_row, key_scale);

@@ -45,7 +45,8 @@ class OnlineSoftmax {
   /// a multiple of the vector width and excluded entries hold -inf. The -inf guard of SPEC.md
   /// section 1: while a row has seen only -inf, 0 stands in for m_new and the rescale is 0.
   void absorb_scores(T* scores, index_t score_stride, index_t rows, index_t columns) {
-    for (index_t r = 0; r < rows; ++r) new_max_[r] = std::max(max_[r], simd::row_max(scores + r * score_stride, columns));
+    for (index_t r = 0; r < rows; ++r)
+      new_max_[r] = std::max(max_[r], simd::row_max(scores + r * score_stride, columns));
     simd::rescale_factors(max_, new_max_, rescale_, rows);
     for (index_t r = 0; r < rows; ++r) {
       const T shift = new_max_[r] == -kInf ? T(0) : new_max_[r];

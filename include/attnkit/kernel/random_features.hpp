@@ -3,12 +3,13 @@
 // 2009.14794, for PRF, TRF and ORF; Luo et al., arXiv 2106.12566, for the normalised NPRF):
 // the random matrices and the stabilised features of a block of rows.
 
-#include <Eigen/Core>
-#include <Eigen/QR>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
+
+#include <Eigen/Core>
+#include <Eigen/QR>
 
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/rng.hpp"
@@ -47,7 +48,9 @@ inline std::vector<double> random_feature_matrix(index_t m, index_t dim, bool or
                                                  std::uint64_t layer, index_t head) {
   const auto h = static_cast<std::uint64_t>(head);
   std::vector<double> w(static_cast<std::size_t>(m * dim));
-  const auto gaussian = [&](index_t entry) { return normal_from_counter(seed, layer, h, static_cast<std::uint64_t>(entry)); };
+  const auto gaussian = [&](index_t entry) {
+    return normal_from_counter(seed, layer, h, static_cast<std::uint64_t>(entry));
+  };
   if (!orthogonal) {
     for (index_t e = 0; e < m * dim; ++e) w[static_cast<std::size_t>(e)] = gaussian(e);
     return w;
@@ -103,11 +106,15 @@ class FeatureBlocks {
 
   /// w: m x D (double, random_feature_matrix).
   FeatureBlocks(const std::vector<double>& w, index_t m, index_t dim, const FeatureMapSpec& spec)
-      : spec_(spec), m_(m), dim_(dim), features_(feature_count(spec.map, m)),
+      : spec_(spec),
+        m_(m),
+        dim_(dim),
+        features_(feature_count(spec.map, m)),
         transposed_(static_cast<std::size_t>(dim * features_)) {
     for (index_t u = 0; u < features_; ++u)
       for (index_t d = 0; d < dim; ++d)
-        transposed_[static_cast<std::size_t>(d * features_ + u)] = static_cast<T>(w[static_cast<std::size_t>((u % m) * dim + d)]);
+        transposed_[static_cast<std::size_t>(d * features_ + u)] =
+            static_cast<T>(w[static_cast<std::size_t>((u % m) * dim + d)]);
   }
 
   index_t features() const { return features_; }
@@ -122,7 +129,8 @@ class FeatureBlocks {
     const double root = std::sqrt(std::abs(spec_.scale));
     for (index_t i = 0; i < rows; ++i) {
       double square = 0;
-      for (index_t d = 0; d < dim_; ++d) square += static_cast<double>(x[i * stride + d]) * static_cast<double>(x[i * stride + d]);
+      for (index_t d = 0; d < dim_; ++d)
+        square += static_cast<double>(x[i * stride + d]) * static_cast<double>(x[i * stride + d]);
       double r = sign * root;
       if (spec_.map == FeatureMap::kNormalizedPositive) {
         r = 1.0 / (std::max(std::sqrt(square), kNormFloor) * std::sqrt(spec_.temperature));
@@ -165,7 +173,8 @@ class FeatureBlocks {
       return best;
     }
     project(x, stride, rows, 0, features_, scratch, rows);
-    for (index_t u = 0; u < features_; ++u) best = std::max(best, simd::max_of_scaled_rows(scratch + u * rows, rho, half_square, rows));
+    for (index_t u = 0; u < features_; ++u)
+      best = std::max(best, simd::max_of_scaled_rows(scratch + u * rows, rho, half_square, rows));
     return best;
   }
 
@@ -173,8 +182,8 @@ class FeatureBlocks {
   /// (ld >= rows rounded up to kWidth<T>). shift: per-row query shifts (query side) or
   /// half_square + M (key side, exponential maps); amplitude for TRF keys exp(|x'|^2/2 - M)
   /// (1 for TRF queries).
-  void features(const T* x, index_t stride, index_t rows, index_t u0, index_t count, const T* rho, const T* shift_or_amplitude,
-                T* out, index_t ld) const {
+  void features(const T* x, index_t stride, index_t rows, index_t u0, index_t count, const T* rho,
+                const T* shift_or_amplitude, T* out, index_t ld) const {
     project(x, stride, rows, u0, count, out, ld);
     for (index_t u = 0; u < count; ++u) {
       T* column = out + u * ld;

@@ -7,30 +7,19 @@
 
 #include "attnkit/core/call.hpp"
 #include "attnkit/core/concepts.hpp"
+#include "attnkit/core/detail/score_masking.hpp"
 #include "attnkit/core/plan_call.hpp"
-#include "attnkit/core/score_masking.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/detail/thread_scratch.hpp"
 #include "attnkit/kernel/key_value_panels.hpp"
-#include "attnkit/kernel/online_softmax.hpp"
+#include "attnkit/kernel/query_tile_step.hpp"
 #include "attnkit/parallel/team.hpp"
 #include "attnkit/simd/batch.hpp"
 #include "attnkit/simd/score_tile.hpp"
 #include "attnkit/simd/value_accumulate.hpp"
 
 namespace attnkit::kernel {
-
-/// Tile geometry of the driver. 32 query rows: the masked triangles at the edges of a band
-/// (windows, causal diagonals) waste about query_rows / (band width + query_rows) of the work,
-/// and measured full attention is as fast as with 64 rows (16 rows: 4% slower). 256 keys per
-/// tile amortise the per-row softmax bookkeeping (max, rescale) over more FMAs: with 128, a
-/// radius-256 window ran 7% slower per pair (more, shorter tiles per query tile) and full
-/// attention no faster; the 32 x 256 score tile (32 KiB in fp32) still fits L1.
-template <class T>
-constexpr TileShape default_tile_shape() {
-  return TileShape{32, 256};
-}
 
 namespace detail {
 
@@ -67,8 +56,9 @@ template <KeyTilePlan Plan>
 double estimated_work(const Plan& plan, index_t h, index_t q_begin, index_t q_end) {
   constexpr double kTileOverheadKeys = 16;
   double keys = 0;
-  plan.for_each_key_tile(h, q_begin, q_end,
-                         [&](const KeyTile& tile) { keys += static_cast<double>(tile.end - tile.begin) + kTileOverheadKeys; });
+  plan.for_each_key_tile(h, q_begin, q_end, [&](const KeyTile& tile) {
+    keys += static_cast<double>(tile.end - tile.begin) + kTileOverheadKeys;
+  });
   const index_t rows = attnkit::detail::round_up(q_end - q_begin, std::max(simd::kScoreRowBlock, simd::kValueRowBlock));
   return static_cast<double>(rows) * keys;
 }
@@ -107,7 +97,8 @@ inline std::vector<index_t> heaviest_first(const index_t* heads, index_t head_co
     for (index_t t = 0; t < query_tiles; ++t) items.push_back(heads[s] * query_tiles + t);
   std::vector<int> step(tiles.size());
   for (index_t item : items) {
-    step[static_cast<std::size_t>(item)] = static_cast<int>(4 * std::log2(1 + tiles[static_cast<std::size_t>(item)].work));
+    step[static_cast<std::size_t>(item)] =
+        static_cast<int>(4 * std::log2(1 + tiles[static_cast<std::size_t>(item)].work));
   }
   std::sort(items.begin(), items.end(), [&](index_t x, index_t y) {
     const int sx = step[static_cast<std::size_t>(x)], sy = step[static_cast<std::size_t>(y)];
@@ -117,131 +108,6 @@ inline std::vector<index_t> heaviest_first(const index_t* heads, index_t head_co
 }
 
 }  // namespace detail
-
-/// A key tile placed at `column` of the score tile.
-struct KeySegment {
-  KeyTile tile;
-  index_t column;
-};
-
-/// Per-thread scratch of one query tile: scaled Q rows, the score tile and the softmax state
-/// (detail::thread_scratch, reused across calls).
-template <class T>
-struct QueryTileWorkspace {
-  QueryTileWorkspace(const AttentionShape& shape, const TileShape& tiles, index_t value_stride)
-      : queries(attnkit::detail::thread_scratch<struct QueryTileTag, T>(tiles.query_rows * shape.head_dim)),
-        scores(attnkit::detail::thread_scratch<struct ScoreTileTag, T>(tiles.query_rows * tiles.key_rows)),
-        softmax(tiles.query_rows, value_stride) {
-    segments.reserve(static_cast<std::size_t>(tiles.key_rows));
-    query_rows.resize(static_cast<std::size_t>(tiles.query_rows));
-    result.resize(static_cast<std::size_t>(shape.value_dim));
-  }
-  T* queries;  // [query_rows x head_dim], rows past the tile zero
-  T* scores;   // [query_rows x key_rows], scores then weights
-  OnlineSoftmax<T> softmax;
-  std::vector<KeySegment> segments;  // the key tiles sharing the current score tile
-  std::vector<index_t> query_rows;    // the query row behind each position of the tile
-  std::vector<T> result;              // one finished row handed to a SinkingPlan
-};
-
-/// The driver's step: computes the output rows at query positions [q_begin, q_end) of query
-/// head h in batch b against the packed K/V of its kv head, visiting exactly the key tiles the
-/// plan lists. Each KeyTile lies inside one aligned panel, so its K^T columns are contiguous.
-/// TiledPass runs it over the panels of a whole (batch, kv head); an executor with panels of
-/// its own may run it too (LSH: one chunk's window at a time, kernel/lsh_plan.hpp).
-template <class T, KeyTilePlan Plan>
-void process_query_tile(const AttentionCall<T>& call, const Plan& plan, const TileShape& tiles,
-                        const KeyValuePanels<T>& panels, QueryTileWorkspace<T>& work, index_t b, index_t h,
-                        index_t q_begin, index_t q_end) {
-  constexpr index_t kW = static_cast<index_t>(simd::kWidth<T>);
-  constexpr T kLog2e = T(1.442695040888963407359924681001892137);
-  const index_t head_dim = call.shape.head_dim;
-  const index_t kv_head = h / call.shape.group_size();
-  const index_t rows = q_end - q_begin;
-  const index_t padded_rows = attnkit::detail::round_up(rows, std::max(simd::kScoreRowBlock, simd::kValueRowBlock));
-
-  // Q rows scaled by sigma * log2(e): scores come out in base 2 (SPEC.md section 1).
-  const T q_scale = call.scale * kLog2e;
-  T* queries = work.queries;
-  for (index_t r = 0; r < rows; ++r) work.query_rows[static_cast<std::size_t>(r)] = attnkit::query_row(plan, h, q_begin + r);
-  if constexpr (SharedQueryKeyPlan<Plan>) {
-    // The queries are keys of this tile's own windows: read them back from the panels, which
-    // the scores read next, instead of gathering rows from Q.
-    panels.unpack_keys(plan.query_key_offset(h) + q_begin, rows, queries);
-    for (index_t r = 0; r < rows; ++r) {
-      const T scale = static_cast<T>(plan.query_scale(h, q_begin + r)) * q_scale;
-      for (index_t d = 0; d < head_dim; ++d) queries[r * head_dim + d] *= scale;
-    }
-  } else {
-    for (index_t r = 0; r < rows; ++r) {
-      const T* q = call.q.row(b, h, work.query_rows[static_cast<std::size_t>(r)]);
-      for (index_t d = 0; d < head_dim; ++d) queries[r * head_dim + d] = q[d] * q_scale;
-    }
-  }
-  std::fill(queries + rows * head_dim, queries + padded_rows * head_dim, T(0));
-  work.softmax.reset(padded_rows);
-
-  T* scores = work.scores;
-  const index_t score_stride = tiles.key_rows;
-  // Key tiles are gathered into segments of one score tile until its key_rows columns are
-  // full (each segment starting on a vector boundary), so short tiles (BigBird's and block
-  // layouts' 64-key blocks) share one softmax update instead of paying one each.
-  std::vector<KeySegment>& segments = work.segments;
-  index_t columns = 0;
-  const auto run_segments = [&] {
-    if (segments.empty()) return;
-    for (const KeySegment& segment : segments) {
-      const KeyTile& tile = segment.tile;
-      const index_t panel = tile.begin / tiles.key_rows;
-      const index_t keys = tile.end - tile.begin;
-      simd::score_tile(queries, head_dim, panels.key_panel(panel) + (tile.begin - panel * tiles.key_rows),
-                       tiles.key_rows, padded_rows, keys, scores + segment.column, score_stride);
-      for (index_t r = 0; r < rows; ++r) {
-        T* row = scores + r * score_stride + segment.column;
-        if (tile.needs_mask) {
-          plan.exclude(h, q_begin + r, tile, row);
-          if constexpr (BiasedPlan<Plan>) plan.add_bias(h, q_begin + r, tile, row, kLog2e);
-        }
-        std::fill(row + keys, row + attnkit::detail::round_up(keys, kW), attnkit::detail::kExcludedScore<T>);
-      }
-    }
-    work.softmax.absorb_scores(scores, score_stride, rows, columns);
-    for (std::size_t s = 0; s < segments.size(); ++s) {
-      const KeyTile& tile = segments[s].tile;
-      const T* weights = scores + segments[s].column;
-      const ValueRows<T> values = panels.value_rows(b, kv_head, tile.begin);
-      const index_t keys = tile.end - tile.begin;
-      if (tile.needs_mask && panels.has_nonfinite_values(b, kv_head, tile.begin / tiles.key_rows)) {
-        work.softmax.template accumulate<simd::ZeroWeights::kSkip>(weights, score_stride, values, padded_rows, keys,
-                                                                   panels.value_vectors(), s == 0);
-      } else {
-        work.softmax.template accumulate<simd::ZeroWeights::kMultiply>(weights, score_stride, values, padded_rows,
-                                                                       keys, panels.value_vectors(), s == 0);
-      }
-    }
-    segments.clear();
-    columns = 0;
-  };
-  plan.for_each_key_tile(h, q_begin, q_end, [&](const KeyTile& tile) {
-    const index_t width = attnkit::detail::round_up(tile.end - tile.begin, kW);
-    if (columns + width > tiles.key_rows) run_segments();
-    segments.push_back(KeySegment{tile, columns});
-    columns += width;
-  });
-  run_segments();
-
-  for (index_t r = 0; r < rows; ++r) {
-    if constexpr (SinkingPlan<Plan, T>) {
-      T* result = work.result.data();
-      const T lse = work.softmax.finish_row(r, result, call.shape.value_dim);
-      plan.sink(b, h, q_begin + r, static_cast<const T*>(result), lse);
-    } else {
-      const index_t i = work.query_rows[static_cast<std::size_t>(r)];
-      const T lse = work.softmax.finish_row(r, call.out.row(b, h, i), call.shape.value_dim);
-      if (call.lse != nullptr) *call.lse->row(b, h, i) = lse;
-    }
-  }
-}
 
 /// One pass of the tiled driver over a call: a KeyTilePlan executed by a thread team.
 /// Construct it on one thread (it takes the K/V panels from that thread's scratch, so two

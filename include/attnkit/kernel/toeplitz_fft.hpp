@@ -35,14 +35,17 @@ constexpr bool fits_circulant(index_t q_len, index_t kv_len) {
   return q_len <= kMaxCirculantLength && kv_len <= kMaxCirculantLength && q_len + kv_len - 1 <= kMaxCirculantLength;
 }
 
-/// The smallest power of two >= Lq + Lk - 1 (and >= 4, simd::fft_convolve's least): the circulant that holds every offset
-/// j - i of an Lq x Lk Toeplitz matrix without wrapping onto another. Throws
-/// attnkit::invalid_argument beyond kMaxCirculantLength.
+/// The smallest power of two >= Lq + Lk - 1 (and >= 4, simd::fft_convolve's least): the circulant that holds every
+/// offset j - i of an Lq x Lk Toeplitz matrix without wrapping onto another. Throws attnkit::invalid_argument beyond
+/// kMaxCirculantLength.
 inline index_t circulant_length(index_t q_len, index_t kv_len) {
   if (!fits_circulant(q_len, kv_len)) {
-    attnkit::detail::reject("Lq + Lk - 1", q_len > kMaxCirculantLength || kv_len > kMaxCirculantLength ? std::string("> 2^30") : std::to_string(q_len + kv_len - 1),
-                   "KernelizedRpe's FFT path needs Lq + Lk - 1 <= 2^30 (a circulant of at most 2^30 points); "
-                   "use RpeAlgorithm::kDirect or kAuto, which sums directly beyond it");
+    attnkit::detail::reject("Lq + Lk - 1",
+                            q_len > kMaxCirculantLength || kv_len > kMaxCirculantLength
+                                ? std::string("> 2^30")
+                                : std::to_string(q_len + kv_len - 1),
+                            "KernelizedRpe's FFT path needs Lq + Lk - 1 <= 2^30 (a circulant of at most 2^30 points); "
+                            "use RpeAlgorithm::kDirect or kAuto, which sums directly beyond it");
   }
   index_t length = 4;
   while (length < q_len + kv_len - 1) length *= 2;
@@ -62,8 +65,9 @@ inline index_t bit_reversed_index(index_t f, index_t length) {
 /// [L x (re, im)], in the lane FFT's bit-reversed order or (natural_order) by frequency.
 /// coefficient(t): c_t for offsets t in [-(Lk - 1), Lq - 1].
 template <class T, class Coefficient>
-void circulant_spectrum(index_t q_len, index_t kv_len, Coefficient&& coefficient, const simd::FftTwiddles<double>& twiddles,
-                        double* scratch, T* spectrum, bool natural_order = false) {
+void circulant_spectrum(index_t q_len, index_t kv_len, Coefficient&& coefficient,
+                        const simd::FftTwiddles<double>& twiddles, double* scratch, T* spectrum,
+                        bool natural_order = false) {
   const index_t length = twiddles.length(), shift = kv_len - q_len;
   std::fill(scratch, scratch + 2 * length, 0.0);
   for (index_t s = 0; s < q_len; ++s) scratch[2 * s] = coefficient(-s - shift);

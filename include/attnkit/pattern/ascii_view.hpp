@@ -29,7 +29,8 @@ std::string ascii_view(const P& pattern, const AttentionShape& shape, index_t he
     for (index_t c0 = 0; c0 < shape.kv_len; c0 += col_step) {
       index_t attended = 0, cells = 0;
       for (index_t i = r0; i < std::min(r0 + row_step, shape.q_len); ++i)
-        for (index_t j = c0; j < std::min(c0 + col_step, shape.kv_len); ++j, ++cells) attended += mask.multiplicity(head, i, j) > 0;
+        for (index_t j = c0; j < std::min(c0 + col_step, shape.kv_len); ++j, ++cells)
+          attended += mask.multiplicity(head, i, j) > 0;
       picture += attended == 0 ? '.' : attended == cells ? '#' : '+';
     }
     picture += '\n';

@@ -14,8 +14,8 @@ namespace attnkit {
 /// pattern's counting mask (O(1) for windows, O(runs) for combinations). The whole call's
 /// pairs and density are pattern.cost(shape).
 template <MaskedPattern P>
-  requires CountingMask<decltype(std::declval<const P&>().mask(std::declval<const AttentionShape&>()))>
-index_t attended_keys(const P& pattern, const AttentionShape& shape, index_t head, index_t row) {
+requires CountingMask<decltype(std::declval<const P&>().mask(std::declval<const AttentionShape&>()))> index_t
+attended_keys(const P& pattern, const AttentionShape& shape, index_t head, index_t row) {
   if (head < 0 || head >= shape.q_heads) {
     detail::reject("attended_keys: head", head, "must lie in [0, q_heads = " + std::to_string(shape.q_heads) + ")");
   }

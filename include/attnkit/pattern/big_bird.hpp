@@ -110,12 +110,16 @@ class BigBird {
   }
 
   auto mask(const AttentionShape& shape) const { return block_sparse(shape).mask(shape); }
-  auto plan(const AttentionShape& shape, const TileShape& tiles) const { return block_sparse(shape).plan(shape, tiles); }
+  auto plan(const AttentionShape& shape, const TileShape& tiles) const {
+    return block_sparse(shape).plan(shape, tiles);
+  }
   /// Pairs from the block rows directly (without building layouts): O(heads * blocks * r^2).
   PatternCost cost(const AttentionShape& shape) const {
     require_self_attention(shape);
     const index_t n = shape.kv_len, blocks = detail::ceil_div(n, block_size_);
-    const auto block_keys = [&](index_t kb) { return static_cast<double>(std::min(block_size_, n - kb * block_size_)); };
+    const auto block_keys = [&](index_t kb) {
+      return static_cast<double>(std::min(block_size_, n - kb * block_size_));
+    };
     double pairs = 0;
     for (index_t h = 0; h < shape.q_heads; ++h)
       for (index_t p = 0; p < blocks; ++p) {
@@ -124,12 +128,13 @@ class BigBird {
           keys = static_cast<double>(n);
         } else {
           for (index_t kb : random_row(h, p, blocks)) keys += block_keys(kb);
-          for (index_t kb = std::max<index_t>(p - 1, 1); kb <= std::min(p + 1, blocks - 2); ++kb) keys += block_keys(kb);
+          for (index_t kb = std::max<index_t>(p - 1, 1); kb <= std::min(p + 1, blocks - 2); ++kb)
+            keys += block_keys(kb);
           keys += block_keys(0) + (blocks - 1 > 0 ? block_keys(blocks - 1) : 0);
         }
         pairs += keys * block_keys(p);
       }
-    return softmax_cost(shape.q_heads > 0 ? pairs / static_cast<double>(shape.q_heads) : 0.0, shape);
+    return softmax_cost_over_heads(pairs, shape);
   }
 
  private:

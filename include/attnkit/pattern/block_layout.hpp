@@ -39,9 +39,13 @@ class BlockLayout {
     for (std::size_t p = 0; p < rows.size(); ++p) {
       for (std::size_t e = 0; e < rows[p].size(); ++e) {
         const index_t kb = rows[p][e];
-        const auto where = [&] { return "BlockLayout::from_rows: rows[" + std::to_string(p) + "][" + std::to_string(e) + "]"; };
-        if (kb < 0 || kb >= key_blocks) detail::reject(where(), kb, "must lie in [0, key_blocks = " + std::to_string(key_blocks) + ")");
-        if (e > 0 && kb <= rows[p][e - 1]) detail::reject(where(), kb, "rows must be strictly increasing (sorted, no duplicates)");
+        const auto where = [&] {
+          return "BlockLayout::from_rows: rows[" + std::to_string(p) + "][" + std::to_string(e) + "]";
+        };
+        if (kb < 0 || kb >= key_blocks)
+          detail::reject(where(), kb, "must lie in [0, key_blocks = " + std::to_string(key_blocks) + ")");
+        if (e > 0 && kb <= rows[p][e - 1])
+          detail::reject(where(), kb, "rows must be strictly increasing (sorted, no duplicates)");
         layout.columns_.push_back(kb);
       }
       layout.offsets_.push_back(static_cast<index_t>(layout.columns_.size()));

@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "attnkit/core/cost.hpp"
+#include "attnkit/core/detail/score_masking.hpp"
 #include "attnkit/core/errors.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/pattern/block_layout.hpp"
-#include "attnkit/pattern/key_tile_builder.hpp"
-#include "attnkit/core/score_masking.hpp"
+#include "attnkit/pattern/detail/key_tile_builder.hpp"
 
 namespace attnkit {
 
@@ -29,8 +29,10 @@ class BlockSparse {
     bool causal;
     std::shared_ptr<const std::vector<BlockLayout>> layouts;
 
-    index_t layout_index(index_t head) const { return layouts->size() == 1 ? 0 : head; }
-    const BlockLayout& layout_for(index_t head) const { return (*layouts)[static_cast<std::size_t>(layout_index(head))]; }
+    index_t layout_index(index_t head) const { return table_of_head(static_cast<index_t>(layouts->size()), head); }
+    const BlockLayout& layout_for(index_t head) const {
+      return (*layouts)[static_cast<std::size_t>(layout_index(head))];
+    }
     bool allows(index_t head, index_t i, index_t j) const {
       return layout_for(head).contains(i / block_size, j / block_size) && (!causal || j <= i);
     }
@@ -106,9 +108,7 @@ class BlockSparse {
     /// Attended keys of row i among `keys`: O(blocks listed in its block row).
     index_t count(index_t head, index_t i, const KeyRange& keys) const {
       index_t total = 0;
-      for_each_span(head, i, [&](const KeyRange& span) {
-        total += std::max(index_t{0}, std::min(span.end, keys.end) - std::max(span.begin, keys.begin));
-      });
+      for_each_span(head, i, [&](const KeyRange& span) { total += overlap(span, keys); });
       return total;
     }
     /// Calls f(KeyRange) for the listed blocks of row i's block row, in order (cut at i under
@@ -215,7 +215,7 @@ class BlockSparse {
       }
       pairs += per_layout * static_cast<double>(heads);
     }
-    return softmax_cost(shape.q_heads > 0 ? pairs / static_cast<double>(shape.q_heads) : 0.0, shape);
+    return softmax_cost_over_heads(pairs, shape);
   }
 
  private:

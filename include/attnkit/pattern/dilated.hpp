@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "attnkit/core/cost.hpp"
+#include "attnkit/core/detail/score_masking.hpp"
 #include "attnkit/core/errors.hpp"
 #include "attnkit/core/index.hpp"
-#include "attnkit/core/score_masking.hpp"
 #include "attnkit/core/shape.hpp"
-#include "attnkit/pattern/key_tile_builder.hpp"
-#include "attnkit/pattern/row_order.hpp"
+#include "attnkit/pattern/detail/key_tile_builder.hpp"
+#include "attnkit/pattern/detail/row_order.hpp"
 #include "attnkit/pattern/sliding_window.hpp"
 
 namespace attnkit {
@@ -33,7 +33,8 @@ class Dilated {
       : left_(left), right_(right), dilations_(std::make_shared<const std::vector<index_t>>(std::move(dilations))) {
     if (left < 0) detail::reject("Dilated: left", left, "radius must be >= 0");
     if (right < 0) detail::reject("Dilated: right", right, "radius must be >= 0");
-    if (dilations_->empty()) detail::reject("Dilated: dilations.size()", 0, "must be >= 1 (one shared or one per head)");
+    if (dilations_->empty())
+      detail::reject("Dilated: dilations.size()", 0, "must be >= 1 (one shared or one per head)");
     for (std::size_t h = 0; h < dilations_->size(); ++h) {
       if ((*dilations_)[h] < 1) {
         detail::reject("Dilated: dilations[" + std::to_string(h) + "]", (*dilations_)[h], "dilation must be >= 1");
@@ -60,7 +61,7 @@ class Dilated {
     std::shared_ptr<const std::vector<HeadClasses>> heads;  // one per query head, or one shared
 
     const HeadClasses& of(index_t head) const {
-      return (*heads)[heads->size() == 1 ? 0 : static_cast<std::size_t>(head)];
+      return (*heads)[static_cast<std::size_t>(table_of_head(static_cast<index_t>(heads->size()), head))];
     }
     index_t dilation(index_t head) const { return of(head).dilation; }
     const detail::ResidueClasses& query_classes(index_t head) const { return of(head).queries; }
@@ -170,7 +171,7 @@ class Dilated {
         pairs += SlidingWindow::band_pairs(queries.size(c), keys.size(c), left_, right_);
       }
     }
-    return softmax_cost(shape.q_heads > 0 ? pairs / static_cast<double>(shape.q_heads) : 0.0, shape);
+    return softmax_cost_over_heads(pairs, shape);
   }
 
  private:

@@ -4,9 +4,9 @@
 #include <algorithm>
 
 #include "attnkit/core/cost.hpp"
+#include "attnkit/core/detail/score_masking.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/shape.hpp"
-#include "attnkit/core/score_masking.hpp"
 
 namespace attnkit {
 
@@ -31,8 +31,7 @@ struct Full {
     }
     /// Attended keys of row i among `keys`: O(1).
     index_t count(index_t /*head*/, index_t i, const KeyRange& keys) const {
-      const KeyRange r = row_keys(causal_, kv_len_, causal_offset_, i);
-      return std::max(index_t{0}, std::min(r.end, keys.end) - std::max(r.begin, keys.begin));
+      return overlap(row_keys(causal_, kv_len_, causal_offset_, i), keys);
     }
     /// Calls f(KeyRange) for the attended runs of row i: one prefix of the keys.
     template <class F>

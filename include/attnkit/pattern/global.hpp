@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "attnkit/core/cost.hpp"
+#include "attnkit/core/detail/score_masking.hpp"
 #include "attnkit/core/errors.hpp"
 #include "attnkit/core/index.hpp"
-#include "attnkit/core/score_masking.hpp"
 #include "attnkit/core/shape.hpp"
-#include "attnkit/pattern/key_tile_builder.hpp"
-#include "attnkit/pattern/row_order.hpp"
+#include "attnkit/pattern/detail/key_tile_builder.hpp"
+#include "attnkit/pattern/detail/row_order.hpp"
 
 namespace attnkit {
 
@@ -41,7 +41,8 @@ class Global {
 
   class Mask {
    public:
-    Mask(std::shared_ptr<const std::vector<index_t>> tokens, index_t kv_len) : tokens_(std::move(tokens)), kv_len_(kv_len) {}
+    Mask(std::shared_ptr<const std::vector<index_t>> tokens, index_t kv_len)
+        : tokens_(std::move(tokens)), kv_len_(kv_len) {}
     int multiplicity(index_t /*head*/, index_t i, index_t j) const {
       return is_listed(*tokens_, i) || is_listed(*tokens_, j) ? 1 : 0;
     }
@@ -137,7 +138,7 @@ class Global {
     const std::vector<index_t>& query_positions(index_t head) const { return per_head(positions_->queries, head); }
     const std::vector<index_t>& key_positions(index_t head) const { return per_head(positions_->keys, head); }
     static const std::vector<index_t>& per_head(const std::vector<std::vector<index_t>>& lists, index_t head) {
-      return lists[lists.size() == 1 ? 0 : static_cast<std::size_t>(head)];
+      return lists[static_cast<std::size_t>(table_of_head(static_cast<index_t>(lists.size()), head))];
     }
 
     std::shared_ptr<const Positions> positions_;
@@ -187,8 +188,9 @@ class Global {
 
   void check_shape(const AttentionShape& shape) const {
     if (!tokens_->empty() && tokens_->back() >= std::min(shape.q_len, shape.kv_len)) {
-      detail::reject("Global: tokens.back()", tokens_->back(),
-                     "global tokens must be < min(q_len, kv_len) = " + std::to_string(std::min(shape.q_len, shape.kv_len)));
+      detail::reject(
+          "Global: tokens.back()", tokens_->back(),
+          "global tokens must be < min(q_len, kv_len) = " + std::to_string(std::min(shape.q_len, shape.kv_len)));
     }
   }
 

@@ -8,8 +8,8 @@
 #include "attnkit/core/cost.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/shape.hpp"
-#include "attnkit/pattern/key_tile_builder.hpp"
-#include "attnkit/pattern/plan_pair.hpp"
+#include "attnkit/pattern/detail/key_tile_builder.hpp"
+#include "attnkit/pattern/detail/plan_pair.hpp"
 
 namespace attnkit {
 
@@ -32,18 +32,16 @@ struct Intersection {
       return std::min<int>(first_.multiplicity(head, i, j), second_.multiplicity(head, i, j));
     }
     /// The first's count over each of the second's runs inside `keys`.
-    index_t count(index_t head, index_t i, const KeyRange& keys) const
-      requires CountingMask<FirstMask> && CountingMask<SecondMask>
-    {
+    index_t count(index_t head, index_t i,
+                  const KeyRange& keys) const requires CountingMask<FirstMask> && CountingMask<SecondMask> {
       index_t both = 0;
       for_each_clipped_span(head, i, keys, [&](const KeyRange& inside) { both += first_.count(head, i, inside); });
       return both;
     }
     /// The first's runs inside each of the second's runs.
     template <class F>
-    void for_each_span(index_t head, index_t i, F&& f) const
-      requires CountingMask<FirstMask> && CountingMask<SecondMask>
-    {
+    void for_each_span(index_t head, index_t i,
+                       F&& f) const requires CountingMask<FirstMask> && CountingMask<SecondMask> {
       std::vector<KeyRange> firsts;
       first_.for_each_span(head, i, [&](const KeyRange& span) { firsts.push_back(span); });
       auto next = firsts.begin();
@@ -83,8 +81,8 @@ struct Intersection {
       this->first_.for_each_key_tile(head, q_begin, q_end, [&](const KeyTile& tile) {
         while (next != theirs.end() && next->end <= tile.begin) ++next;
         for (auto it = next; it != theirs.end() && it->begin < tile.end; ++it) {
-          tiles.add_piece(KeyTile{std::max(it->begin, tile.begin), std::min(it->end, tile.end),
-                                  tile.needs_mask || it->needs_mask});
+          tiles.add_piece(
+              KeyTile{std::max(it->begin, tile.begin), std::min(it->end, tile.end), tile.needs_mask || it->needs_mask});
         }
       });
       tiles.finish();
@@ -101,9 +99,7 @@ struct Intersection {
     return detail::plan_operands<Plan>(first, second, shape, tiles);
   }
   /// Exact pairs from the counting mask: O(Hq Lq) rows, each O(runs of the second operand).
-  PatternCost cost(const AttentionShape& shape) const
-    requires CountingMask<Mask>
-  {
+  PatternCost cost(const AttentionShape& shape) const requires CountingMask<Mask> {
     return detail::counted_cost(mask(shape), shape);
   }
 };

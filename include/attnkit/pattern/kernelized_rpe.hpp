@@ -3,11 +3,11 @@
 // section 9; Luo et al., "Stable, Fast and Accurate: Kernelized Attention with Relative
 // Positional Encoding", arXiv 2106.12566).
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -15,12 +15,12 @@
 #include "attnkit/core/cost.hpp"
 #include "attnkit/core/errors.hpp"
 #include "attnkit/core/index.hpp"
+#include "attnkit/core/rpe_bias.hpp"
 #include "attnkit/core/shape.hpp"
-#include "attnkit/kernel/kernelized_rpe_plan.hpp"
 #include "attnkit/kernel/fftw_engine.hpp"
+#include "attnkit/kernel/kernelized_rpe_plan.hpp"
 #include "attnkit/kernel/random_features.hpp"
 #include "attnkit/kernel/toeplitz_fft.hpp"
-#include "attnkit/pattern/rpe_bias.hpp"
 
 namespace attnkit {
 
@@ -127,7 +127,8 @@ struct KernelizedRpe {
   kernel::KernelizedRpePlan<T> plan(const AttentionCall<T>& call, const TileShape& /*tiles*/) const {
     validate(call.shape);
     if (call.lse != nullptr) {
-      detail::reject("lse", "given", "KernelizedRpe computes no log-sum-exp (its weights are not a softmax); call without lse");
+      detail::reject("lse", "given",
+                     "KernelizedRpe computes no log-sum-exp (its weights are not a softmax); call without lse");
     }
     const kernel::FeatureMapSpec spec{map, static_cast<double>(call.scale), temperature};
     std::vector<kernel::FeatureBlocks<T>> heads;
@@ -185,8 +186,9 @@ struct KernelizedRpe {
   double prefix_flops(const AttentionShape& shape, index_t rows) const {
     const double m = static_cast<double>(feature_count(map, features));
     const double r = static_cast<double>(rows);
-    const double pairs = causal ? r * (r + 1) / 2 + r * std::max<double>(0, static_cast<double>(shape.kv_len - shape.q_len))
-                                : r * static_cast<double>(shape.kv_len);
+    const double pairs =
+        causal ? r * (r + 1) / 2 + r * std::max<double>(0, static_cast<double>(shape.kv_len - shape.q_len))
+               : r * static_cast<double>(shape.kv_len);
     return 2.0 * pairs * (m + static_cast<double>(shape.value_dim) + 1);
   }
   double direct_flops(const AttentionShape& shape) const {
@@ -210,25 +212,29 @@ struct KernelizedRpe {
     const std::optional<index_t> direct_rows = fft_direct_rows(shape, epsilon);
     if (algorithm == RpeAlgorithm::kFft) return Path{true, direct_rows.value_or(0)};
     if (shape.q_len == 0 || shape.kv_len == 0 || !direct_rows) return Path{};
-    const bool cheaper = (fft_flops(shape) + prefix_flops(shape, *direct_rows)) / kFftRelativeRate < direct_flops(shape);
+    const bool cheaper =
+        (fft_flops(shape) + prefix_flops(shape, *direct_rows)) / kFftRelativeRate < direct_flops(shape);
     return Path{cheaper, cheaper ? *direct_rows : 0};
   }
 
   void check_parameters() const {
     if (features < 1) detail::reject("KernelizedRpe.features", features, "must be >= 1 (m random features)");
-    if (!is_known(map)) detail::reject("KernelizedRpe.map", static_cast<int>(map), "is not a FeatureMap (PRF, TRF or NPRF)");
+    if (!is_known(map))
+      detail::reject("KernelizedRpe.map", static_cast<int>(map), "is not a FeatureMap (PRF, TRF or NPRF)");
     if (!(temperature > 0) || !std::isfinite(temperature)) {
       detail::reject("KernelizedRpe.temperature", temperature, "must be finite and > 0");
     }
     if (algorithm != RpeAlgorithm::kAuto && algorithm != RpeAlgorithm::kFft && algorithm != RpeAlgorithm::kDirect) {
-      detail::reject("KernelizedRpe.algorithm", static_cast<int>(algorithm), "is not an RpeAlgorithm (auto, fft or direct)");
+      detail::reject("KernelizedRpe.algorithm", static_cast<int>(algorithm),
+                     "is not an RpeAlgorithm (auto, fft or direct)");
     }
     if (fft != RpeFft::kLanes && fft != RpeFft::kEigen && fft != RpeFft::kFftw) {
       detail::reject("KernelizedRpe.fft", static_cast<int>(fft), "is not an RpeFft (lanes, eigen or fftw)");
     }
     if (fft == RpeFft::kFftw && !kernel::kHaveFftw) {
-      detail::reject("KernelizedRpe.fft", "kFftw",
-                     "needs a build with FFTW (CMake option ATTNKIT_FFTW=ON, or define ATTNKIT_WITH_FFTW and link fftw3f/fftw3)");
+      detail::reject(
+          "KernelizedRpe.fft", "kFftw",
+          "needs a build with FFTW (CMake option ATTNKIT_FFTW=ON, or define ATTNKIT_WITH_FFTW and link fftw3f/fftw3)");
     }
   }
 };

@@ -25,6 +25,7 @@
 #include "attnkit/kernel/linformer_plan.hpp"
 #include "attnkit/kernel/linformer_projection.hpp"
 #include "attnkit/parallel/team.hpp"
+#include "attnkit/pattern/full.hpp"
 
 namespace attnkit {
 
@@ -81,13 +82,15 @@ class Linformer {
                                                       std::uint64_t stream = 0) {
     const double a = std::sqrt(3.0 / static_cast<double>(std::max<index_t>(kp + n_max, 1)));
     return generate(kp, n_max, heads, [&](index_t h, index_t entry) {
-      const std::uint64_t bits = counter_random(seed, stream, static_cast<std::uint64_t>(h), static_cast<std::uint64_t>(entry), 0);
+      const std::uint64_t bits =
+          counter_random(seed, stream, static_cast<std::uint64_t>(h), static_cast<std::uint64_t>(entry), 0);
       return a * (2.0 * unit_interval(bits) - 1.0);
     });
   }
   /// E and F drawn independently (streams 0 and 1) by gaussian_projection.
   static Linformer gaussian(index_t kp, index_t n_max, index_t heads, std::uint64_t seed) {
-    return Linformer(kp, n_max, gaussian_projection(kp, n_max, heads, seed, 0), gaussian_projection(kp, n_max, heads, seed, 1));
+    return Linformer(kp, n_max, gaussian_projection(kp, n_max, heads, seed, 0),
+                     gaussian_projection(kp, n_max, heads, seed, 1));
   }
   /// E and F drawn independently (streams 0 and 1) by xavier_uniform_projection.
   static Linformer xavier_uniform(index_t kp, index_t n_max, index_t heads, std::uint64_t seed) {
@@ -117,18 +120,24 @@ class Linformer {
       detail::reject("k.sizes[seq]", shape.kv_len,
                      "Linformer needs Lk <= n_max = " + std::to_string(n_max_) + " (the projections' columns)");
     }
-    for (const auto& [name, heads] : {std::pair{"Linformer e", key_projection_heads()}, std::pair{"Linformer f", value_projection_heads()}}) {
+    for (const auto& [name, heads] :
+         {std::pair{"Linformer e", key_projection_heads()}, std::pair{"Linformer f", value_projection_heads()}}) {
       if (heads != 1 && heads != shape.kv_heads) {
-        detail::reject(std::string(name) + " matrices (P)", heads,
-                       "must be 1 (shared) or k.sizes[heads] = " + std::to_string(shape.kv_heads) + " (one per kv head)");
+        detail::reject(
+            std::string(name) + " matrices (P)", heads,
+            "must be 1 (shared) or k.sizes[heads] = " + std::to_string(shape.kv_heads) + " (one per kv head)");
       }
     }
   }
 
+  /// Projection, then full attention over the kp projected keys (Full's plan).
   template <class T>
-  kernel::LinformerPlan<T> plan(const AttentionCall<T>& call, const TileShape& tiles) const {
+  kernel::LinformerPlan<T, Full::Plan> plan(const AttentionCall<T>& call, const TileShape& tiles) const {
     validate(call.shape);
-    return kernel::LinformerPlan<T>(kp_, n_max_, matrices(*e_), matrices(*f_), tiles);
+    AttentionShape projected = call.shape;
+    projected.kv_len = kp_;
+    return kernel::LinformerPlan<T, Full::Plan>(kp_, n_max_, matrices(*e_), matrices(*f_), tiles,
+                                                Full{}.plan(projected, tiles));
   }
 
   /// Pairs: Lq kp per (batch, query head); FLOP: those pairs' 2 (D + Dv) each, plus the
@@ -155,9 +164,11 @@ class Linformer {
     detail::validate_view("values_out", values_out, 1);
     const AttentionShape shape{k.batch(), k.heads(), k.heads(), 0, k.seq(), k.dim(), v.dim()};
     for (int axis = 0; axis < 3; ++axis) {
-      if (v.size(axis) != k.size(axis)) detail::reject(std::string("v.sizes[") + axis_name(axis) + "]", v.size(axis), "must equal k's");
+      if (v.size(axis) != k.size(axis))
+        detail::reject(std::string("v.sizes[") + axis_name(axis) + "]", v.size(axis), "must equal k's");
     }
-    const std::array<index_t, 4> key_sizes{k.batch(), k.heads(), kp_, k.dim()}, value_sizes{k.batch(), k.heads(), kp_, v.dim()};
+    const std::array<index_t, 4> key_sizes{k.batch(), k.heads(), kp_, k.dim()},
+        value_sizes{k.batch(), k.heads(), kp_, v.dim()};
     for (int axis = 0; axis < 4; ++axis) {
       if (keys_out.size(axis) != key_sizes[axis]) {
         detail::reject(std::string("keys_out.sizes[") + axis_name(axis) + "]", keys_out.size(axis),
@@ -182,13 +193,16 @@ class Linformer {
  private:
   void check_parameters() const {
     if (kp_ < 1) detail::reject("Linformer kp", kp_, "must be >= 1 (projected keys)");
-    if (n_max_ < 1) detail::reject("Linformer n_max", n_max_, "must be >= 1 (the longest sequence the projections cover)");
+    if (n_max_ < 1)
+      detail::reject("Linformer n_max", n_max_, "must be >= 1 (the longest sequence the projections cover)");
     index_t per_head = 0;
     if (__builtin_mul_overflow(kp_, n_max_, &per_head)) detail::reject("Linformer kp * n_max", kp_, "overflows int64");
-    for (const auto& [name, values] : {std::pair{"Linformer e.size()", e_.get()}, std::pair{"Linformer f.size()", f_.get()}}) {
+    for (const auto& [name, values] :
+         {std::pair{"Linformer e.size()", e_.get()}, std::pair{"Linformer f.size()", f_.get()}}) {
       const index_t size = static_cast<index_t>(values->size());
       if (size == 0 || size % per_head != 0) {
-        detail::reject(name, size, "must be P * kp * n_max with P >= 1 (kp * n_max = " + std::to_string(per_head) + ")");
+        detail::reject(name, size,
+                       "must be P * kp * n_max with P >= 1 (kp * n_max = " + std::to_string(per_head) + ")");
       }
     }
   }
@@ -200,7 +214,8 @@ class Linformer {
   template <class Entry>
   static std::vector<float> generate(index_t kp, index_t n_max, index_t heads, Entry&& entry) {
     if (kp < 1 || n_max < 1 || heads < 1) {
-      detail::reject("Linformer projection sizes (kp, n_max, heads)", std::to_string(kp) + ", " + std::to_string(n_max) + ", " + std::to_string(heads),
+      detail::reject("Linformer projection sizes (kp, n_max, heads)",
+                     std::to_string(kp) + ", " + std::to_string(n_max) + ", " + std::to_string(heads),
                      "must all be >= 1");
     }
     std::vector<float> m(static_cast<std::size_t>(heads * kp * n_max));

@@ -54,7 +54,11 @@ class LshBuckets {
 class LshBucketIds {
  public:
   LshBucketIds(index_t batch, index_t heads, index_t rounds, index_t n, index_t buckets)
-      : batch_(batch), heads_(heads), rounds_(rounds), n_(n), buckets_(buckets),
+      : batch_(batch),
+        heads_(heads),
+        rounds_(rounds),
+        n_(n),
+        buckets_(buckets),
         ids_(static_cast<std::size_t>(batch * heads * rounds * n)) {}
 
   std::int32_t operator()(index_t b, index_t h, index_t r, index_t i) const {
@@ -118,7 +122,8 @@ struct Lsh {
     const index_t count = index_t{1} << power;
     const index_t longest = max_positions > 0 ? max_positions : n;
     // count <= 2 max(floor(sqrt(M / chunk)), chunk), halved on both sides (chunk may be INT64_MAX).
-    const index_t half_limit = std::max(static_cast<index_t>(std::sqrt(static_cast<double>(longest / std::max<index_t>(chunk, 1)))), chunk);
+    const index_t half_limit =
+        std::max(static_cast<index_t>(std::sqrt(static_cast<double>(longest / std::max<index_t>(chunk, 1)))), chunk);
     if (count / 2 <= half_limit) return {count};
     return {index_t{1} << (power / 2), index_t{1} << (power - power / 2)};
   }
@@ -131,7 +136,8 @@ struct Lsh {
     const kernel::LshBucketLayout layout = bucket_layout(n);
     std::vector<float> values(static_cast<std::size_t>(dim * rounds * layout.columns));
     const kernel::LshRotationSource source = rotation_source(dim, layout);
-    for (index_t d = 0; d < dim; ++d) source.fill_row(head, d, dim, rounds, layout.columns, values.data() + d * rounds * layout.columns);
+    for (index_t d = 0; d < dim; ++d)
+      source.fill_row(head, d, dim, rounds, layout.columns, values.data() + d * rounds * layout.columns);
     return values;
   }
 
@@ -172,7 +178,8 @@ struct Lsh {
     if (before < 0 || before > kMaxCount) {
       detail::reject("Lsh.before", before, "must lie in [0, 2^20] (chunks attended before a slot's own)");
     }
-    if (after < 0 || after > kMaxCount) detail::reject("Lsh.after", after, "must lie in [0, 2^20] (chunks attended after a slot's own)");
+    if (after < 0 || after > kMaxCount)
+      detail::reject("Lsh.after", after, "must lie in [0, 2^20] (chunks attended after a slot's own)");
     if (max_positions < 0) detail::reject("Lsh.max_positions", max_positions, "must be >= 0 (0 = the call's n)");
     index_t total = 1;
     for (index_t f : buckets.factors()) {
@@ -200,8 +207,8 @@ struct Lsh {
       const index_t size = static_cast<index_t>(rotations.size());
       if (size != per_head && size != per_head * shape.q_heads) {
         detail::reject("Lsh.rotations.size()", size,
-                       "must be P * D * R * columns = P * " + std::to_string(per_head) + " with P = 1 or q.sizes[heads] = " +
-                           std::to_string(shape.q_heads));
+                       "must be P * D * R * columns = P * " + std::to_string(per_head) +
+                           " with P = 1 or q.sizes[heads] = " + std::to_string(shape.q_heads));
       }
     }
   }
@@ -211,7 +218,8 @@ struct Lsh {
   template <class T>
   static void require_shared_keys(const TensorView<const T>& q, const TensorView<const T>& k) {
     if (k.data() != q.data() || k.strides() != q.strides()) {
-      detail::reject("k", "another view than q", "must be the same view as q: LSH attention shares queries and keys (SPEC.md section 7)");
+      detail::reject("k", "another view than q",
+                     "must be the same view as q: LSH attention shares queries and keys (SPEC.md section 7)");
     }
   }
 
@@ -242,14 +250,16 @@ struct Lsh {
     return cost;
   }
 
-  kernel::LshGeometry geometry(index_t n) const { return kernel::LshGeometry::of(n, chunk, rounds, before, after, causal); }
+  kernel::LshGeometry geometry(index_t n) const {
+    return kernel::LshGeometry::of(n, chunk, rounds, before, after, causal);
+  }
 
  private:
   kernel::LshRotationSource rotation_source(index_t dim, const kernel::LshBucketLayout& layout) const {
     const index_t per_head = dim * rounds * layout.columns;
-    return kernel::LshRotationSource{rotations.empty() ? nullptr : rotations.data(),
-                                     rotations.empty() || per_head == 0 ? 1 : static_cast<index_t>(rotations.size()) / per_head,
-                                     seed, layer};
+    return kernel::LshRotationSource{
+        rotations.empty() ? nullptr : rotations.data(),
+        rotations.empty() || per_head == 0 ? 1 : static_cast<index_t>(rotations.size()) / per_head, seed, layer};
   }
 };
 

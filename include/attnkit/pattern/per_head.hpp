@@ -12,7 +12,7 @@
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/plan_call.hpp"
 #include "attnkit/core/shape.hpp"
-#include "attnkit/pattern/plan_pair.hpp"
+#include "attnkit/pattern/detail/plan_pair.hpp"
 
 namespace attnkit {
 
@@ -63,8 +63,7 @@ class PerHead {
     }
     template <class F>
     void for_each_row_run(index_t head, index_t q_begin, index_t q_end, F&& f) const
-      requires(RowSplittingPlan<detail::plan_type<Ps>> || ...)
-    {
+        requires(RowSplittingPlan<detail::plan_type<Ps>> || ...) {
       std::visit([&](const auto& plan) { attnkit::for_each_row_run(plan, head, q_begin, q_end, f); }, of(head));
     }
     template <class T>

@@ -1,25 +1,18 @@
 #pragma once
 // attnkit::Schedule: one attention pattern per layer, any mix of kinds (MASFormer, SPEC.md
-// section 10), with its cost table; attnkit::attention on one layer's pattern.
+// section 10), with its cost table. attnkit::attention (and the reference, and
+// attnkit::dispatch) take one layer, a std::variant of patterns, as its pattern.
 
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
 
-#include "attnkit/attention.hpp"
 #include "attnkit/core/cost.hpp"
 #include "attnkit/core/errors.hpp"
 #include "attnkit/core/shape.hpp"
-#include "attnkit/pattern/big_bird.hpp"
-#include "attnkit/pattern/block_sparse.hpp"
-#include "attnkit/pattern/dilated.hpp"
 #include "attnkit/pattern/full.hpp"
-#include "attnkit/pattern/global.hpp"
-#include "attnkit/pattern/kernelized_rpe.hpp"
-#include "attnkit/pattern/linformer.hpp"
-#include "attnkit/pattern/lsh.hpp"
-#include "attnkit/pattern/sliding_window.hpp"
+#include "attnkit/pattern/kinds.hpp"
 
 namespace attnkit {
 
@@ -29,7 +22,9 @@ struct ScheduleCost {
   PatternCost total;                // the sums (density: pairs over all layers' B Hq Lq Lk)
   PatternCost all_full;             // the same stack with every layer the schedule's full layer
   /// total over all_full: the share of an all-full stack's work the schedule keeps.
-  double pairs_fraction() const { return all_full.attended_pairs > 0 ? total.attended_pairs / all_full.attended_pairs : 0.0; }
+  double pairs_fraction() const {
+    return all_full.attended_pairs > 0 ? total.attended_pairs / all_full.attended_pairs : 0.0;
+  }
   double flops_fraction() const { return all_full.flops > 0 ? total.flops / all_full.flops : 0.0; }
 };
 
@@ -58,7 +53,8 @@ class BasicSchedule {
   static BasicSchedule masformer(index_t layers, index_t full_layers, Layer sparse) {
     if (layers < 1) detail::reject("Schedule::masformer: layers", layers, "must be >= 1");
     if (full_layers < 0 || full_layers > layers) {
-      detail::reject("Schedule::masformer: full_layers", full_layers, "must be in [0, layers = " + std::to_string(layers) + "]");
+      detail::reject("Schedule::masformer: full_layers", full_layers,
+                     "must be in [0, layers = " + std::to_string(layers) + "]");
     }
     const Full causal_full{.causal = true};
     std::vector<Layer> stack(static_cast<std::size_t>(full_layers), Layer(causal_full));
@@ -105,27 +101,7 @@ class BasicSchedule {
   Full all_full_;
 };
 
-/// Every kind of the library, one per layer.
-using Schedule = BasicSchedule<Full, SlidingWindow, Dilated, Global, BlockSparse, BigBird, Linformer, Lsh, KernelizedRpe>;
-
-/// attnkit::attention with the pattern one layer of a schedule holds (any std::variant of
-/// patterns): the same contract, for whichever kind the layer is.
-template <class... Ps, KernelScalar T>
-void attention(const std::variant<Ps...>& layer, std::type_identity_t<TensorView<const T>> q,
-               std::type_identity_t<TensorView<const T>> k, std::type_identity_t<TensorView<const T>> v,
-               TensorView<T> out, const Options& options = {}) {
-  std::visit([&](const auto& pattern) { attnkit::attention<std::decay_t<decltype(pattern)>, T>(pattern, q, k, v, out, options); },
-             layer);
-}
-
-/// As above, with the log-sum-exp (for the kinds that compute one).
-template <class... Ps, KernelScalar T>
-void attention(const std::variant<Ps...>& layer, std::type_identity_t<TensorView<const T>> q,
-               std::type_identity_t<TensorView<const T>> k, std::type_identity_t<TensorView<const T>> v,
-               TensorView<T> out, TensorView<T> lse, const Options& options = {}) {
-  std::visit(
-      [&](const auto& pattern) { attnkit::attention<std::decay_t<decltype(pattern)>, T>(pattern, q, k, v, out, lse, options); },
-      layer);
-}
+/// Every kind of the library (the registry, pattern/kinds.hpp), one per layer.
+using Schedule = Kinds::Apply<BasicSchedule>;
 
 }  // namespace attnkit

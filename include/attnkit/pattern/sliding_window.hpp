@@ -6,11 +6,11 @@
 #include <limits>
 
 #include "attnkit/core/cost.hpp"
+#include "attnkit/core/detail/score_masking.hpp"
 #include "attnkit/core/errors.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/shape.hpp"
-#include "attnkit/pattern/key_tile_builder.hpp"
-#include "attnkit/core/score_masking.hpp"
+#include "attnkit/pattern/detail/key_tile_builder.hpp"
 
 namespace attnkit {
 
@@ -67,8 +67,7 @@ class SlidingWindow {
     }
     /// Attended keys of row i among `keys`: O(1).
     index_t count(index_t /*head*/, index_t i, const KeyRange& keys) const {
-      const KeyRange r = band(i, left_, right_, kv_len_);
-      return std::max(index_t{0}, std::min(r.end, keys.end) - std::max(r.begin, keys.begin));
+      return overlap(band(i, left_, right_, kv_len_), keys);
     }
     /// Calls f(KeyRange) for the attended runs of row i: one band.
     template <class F>

@@ -6,12 +6,12 @@
 
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/cost.hpp"
+#include "attnkit/core/detail/score_masking.hpp"
 #include "attnkit/core/index.hpp"
-#include "attnkit/core/score_masking.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/detail/thread_scratch.hpp"
-#include "attnkit/pattern/key_tile_builder.hpp"
-#include "attnkit/pattern/plan_pair.hpp"
+#include "attnkit/pattern/detail/key_tile_builder.hpp"
+#include "attnkit/pattern/detail/plan_pair.hpp"
 
 namespace attnkit {
 
@@ -36,9 +36,8 @@ struct Union {
       return std::max<int>(first_.multiplicity(head, i, j), second_.multiplicity(head, i, j));
     }
     /// |A_i| + |B_i| - |A_i and B_i| inside `keys`; the overlap walks the second's runs.
-    index_t count(index_t head, index_t i, const KeyRange& keys) const
-      requires CountingMask<FirstMask> && CountingMask<SecondMask>
-    {
+    index_t count(index_t head, index_t i,
+                  const KeyRange& keys) const requires CountingMask<FirstMask> && CountingMask<SecondMask> {
       index_t overlap = 0;
       second_.for_each_span(head, i, [&](const KeyRange& span) {
         const KeyRange inside{std::max(span.begin, keys.begin), std::min(span.end, keys.end)};
@@ -48,9 +47,8 @@ struct Union {
     }
     /// The runs of both operands, merged.
     template <class F>
-    void for_each_span(index_t head, index_t i, F&& f) const
-      requires CountingMask<FirstMask> && CountingMask<SecondMask>
-    {
+    void for_each_span(index_t head, index_t i,
+                       F&& f) const requires CountingMask<FirstMask> && CountingMask<SecondMask> {
       std::vector<KeyRange> spans;
       const auto collect = [&](const KeyRange& span) { spans.push_back(span); };
       first_.for_each_span(head, i, collect);
@@ -118,9 +116,7 @@ struct Union {
   };
 
   /// The global tokens of the one operand holding them (attention with GlobalProjections).
-  const std::vector<index_t>& global_tokens() const
-    requires(WithGlobalTokens<First> != WithGlobalTokens<Second>)
-  {
+  const std::vector<index_t>& global_tokens() const requires(WithGlobalTokens<First> != WithGlobalTokens<Second>) {
     if constexpr (WithGlobalTokens<Second>) {
       return second.global_tokens();
     } else {
@@ -133,9 +129,7 @@ struct Union {
     return detail::plan_operands<Plan>(first, second, shape, tiles);
   }
   /// Exact pairs from the counting mask: O(Hq Lq) rows, each O(runs of the second operand).
-  PatternCost cost(const AttentionShape& shape) const
-    requires CountingMask<Mask>
-  {
+  PatternCost cost(const AttentionShape& shape) const requires CountingMask<Mask> {
     return detail::counted_cost(mask(shape), shape);
   }
 };

@@ -2,8 +2,10 @@
 // attnkit::reference::attention: the float64 reference of every kind, chosen by concept.
 // Mask-like kinds go through the dense mu_ij evaluation of SPEC.md section 0
 // (reference/masked.hpp); kinds that are not masks bring their own (reference/<kind>.hpp).
+// A Schedule layer (a std::variant of patterns) runs the reference of the kind it holds.
 
 #include <type_traits>
+#include <variant>
 
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/options.hpp"
@@ -20,12 +22,19 @@ namespace attnkit::reference {
 template <class P>
 concept ReferencedPattern = MaskedPattern<P> || SelfReferencedPattern<P>;
 
+/// A std::variant of referenced patterns (a Schedule layer).
+template <class P>
+struct IsReferencedPattern : std::bool_constant<ReferencedPattern<P>> {};
+template <class V>
+concept ReferencedVariant = kAllAlternatives<V, IsReferencedPattern>;
+
 namespace detail {
 
 /// The pattern's closed form accumulated in Acc (double for reference::attention).
 template <class Acc, class T, ReferencedPattern P>
-void evaluate(const P& pattern, const TensorView<const T>& q, const TensorView<const T>& k, const TensorView<const T>& v,
-              const TensorView<T>& out, const TensorView<T>* lse, const Options& options) {
+void evaluate(const P& pattern, const TensorView<const T>& q, const TensorView<const T>& k,
+              const TensorView<const T>& v, const TensorView<T>& out, const TensorView<T>* lse,
+              const Options& options) {
   if constexpr (MaskedPattern<P>) {
     dense_attention<Acc, T>(pattern, q, k, v, out, lse, options);
   } else {
@@ -37,19 +46,22 @@ void evaluate(const P& pattern, const TensorView<const T>& q, const TensorView<c
 
 /// Same contract as attnkit::attention, computed straight from SPEC.md's definition in
 /// double, for tests and for users who want to check a result; O(Lq Lk) time per head.
-template <ReferencedPattern P, KernelScalar T>
+/// `pattern` may be a std::variant of referenced patterns (a Schedule layer).
+template <class P, KernelScalar T>
+requires ReferencedPattern<P> || ReferencedVariant<P>
 void attention(const P& pattern, std::type_identity_t<TensorView<const T>> q,
                std::type_identity_t<TensorView<const T>> k, std::type_identity_t<TensorView<const T>> v,
                TensorView<T> out, const Options& options = {}) {
-  detail::evaluate<double, T>(pattern, q, k, v, out, nullptr, options);
+  visit_pattern(pattern, [&](const auto& held) { detail::evaluate<double, T>(held, q, k, v, out, nullptr, options); });
 }
 
 /// As above, also writing the natural-log log-sum-exp per row into lse [B, Hq, Lq, 1].
-template <ReferencedPattern P, KernelScalar T>
+template <class P, KernelScalar T>
+requires ReferencedPattern<P> || ReferencedVariant<P>
 void attention(const P& pattern, std::type_identity_t<TensorView<const T>> q,
                std::type_identity_t<TensorView<const T>> k, std::type_identity_t<TensorView<const T>> v,
                TensorView<T> out, TensorView<T> lse, const Options& options = {}) {
-  detail::evaluate<double, T>(pattern, q, k, v, out, &lse, options);
+  visit_pattern(pattern, [&](const auto& held) { detail::evaluate<double, T>(held, q, k, v, out, &lse, options); });
 }
 
 }  // namespace attnkit::reference

@@ -49,7 +49,8 @@ RpeSums<Acc> kernelized_rpe_sums(const KernelizedRpe& rpe, const TensorView<cons
     std::vector<Acc> e(static_cast<std::size_t>(features));
     for (index_t u = 0; u < features; ++u) {
       Acc dot = 0;
-      for (index_t d = 0; d < dim; ++d) dot += static_cast<Acc>(w[static_cast<std::size_t>((u % m) * dim + d)]) * static_cast<Acc>(x[d]);
+      for (index_t d = 0; d < dim; ++d)
+        dot += static_cast<Acc>(w[static_cast<std::size_t>((u % m) * dim + d)]) * static_cast<Acc>(x[d]);
       e[static_cast<std::size_t>(u)] = static_cast<Acc>(rho) * dot;
     }
     return std::pair{e, static_cast<Acc>(0.5 * rho * rho * square)};
@@ -72,7 +73,8 @@ RpeSums<Acc> kernelized_rpe_sums(const KernelizedRpe& rpe, const TensorView<cons
     const Acc half_square = key_half_square[static_cast<std::size_t>(j)];
     for (index_t u = 0; u < features; ++u) {
       Acc& x = e[static_cast<std::size_t>(u)];
-      x = trig ? std::exp(half_square - key_max) * (u < m ? std::cos(x) : std::sin(x)) : std::exp(x - half_square - key_max);
+      x = trig ? std::exp(half_square - key_max) * (u < m ? std::cos(x) : std::sin(x))
+               : std::exp(x - half_square - key_max);
     }
   }
   for (index_t i = 0; i < lq; ++i) {
@@ -102,18 +104,21 @@ RpeSums<Acc> kernelized_rpe_sums(const KernelizedRpe& rpe, const TensorView<cons
       }
       const Acc weight = c * dot;
       const T* vj = v.row(b, kv_head, j);
-      for (index_t d = 0; d < dv; ++d) sums.num[static_cast<std::size_t>(i * dv + d)] += weight * static_cast<Acc>(vj[d]);
+      for (index_t d = 0; d < dv; ++d)
+        sums.num[static_cast<std::size_t>(i * dv + d)] += weight * static_cast<Acc>(vj[d]);
       sums.den[static_cast<std::size_t>(i)] += weight;
       sums.scale[static_cast<std::size_t>(i)] += std::abs(weight);
     }
     for (index_t u = 0; u < features; ++u) {
-      column_max[static_cast<std::size_t>(u)] = std::max(column_max[static_cast<std::size_t>(u)], column[static_cast<std::size_t>(u)]);
+      column_max[static_cast<std::size_t>(u)] =
+          std::max(column_max[static_cast<std::size_t>(u)], column[static_cast<std::size_t>(u)]);
     }
   }
   for (index_t i = 0; i < lq; ++i) {
     for (index_t u = 0; u < features; ++u) {
       sums.column_scale[static_cast<std::size_t>(i)] +=
-          std::abs(phi_q[static_cast<std::size_t>(i)][static_cast<std::size_t>(u)]) * column_max[static_cast<std::size_t>(u)];
+          std::abs(phi_q[static_cast<std::size_t>(i)][static_cast<std::size_t>(u)]) *
+          column_max[static_cast<std::size_t>(u)];
     }
   }
   return sums;
@@ -130,7 +135,8 @@ struct OwnReference<KernelizedRpe> {
     const AttentionShape shape = attnkit::detail::validate_call<T>(q, k, v, out, lse, options);
     attnkit::detail::validate_key_lengths(false, options, shape);
     pattern.validate(shape);
-    if (lse != nullptr) attnkit::detail::reject("lse", "given", "KernelizedRpe computes no log-sum-exp; call without lse");
+    if (lse != nullptr)
+      attnkit::detail::reject("lse", "given", "KernelizedRpe computes no log-sum-exp; call without lse");
     const double sigma = attnkit::detail::resolve_scale(options, shape);
     for (index_t b = 0; b < shape.batch; ++b) {
       for (index_t h = 0; h < shape.q_heads; ++h) {
@@ -139,7 +145,8 @@ struct OwnReference<KernelizedRpe> {
           const Acc den = sums.den[static_cast<std::size_t>(i)];
           T* o = out.row(b, h, i);
           for (index_t d = 0; d < shape.value_dim; ++d) {
-            o[d] = den == Acc(0) ? T(0) : static_cast<T>(sums.num[static_cast<std::size_t>(i * shape.value_dim + d)] / den);
+            o[d] = den == Acc(0) ? T(0)
+                                 : static_cast<T>(sums.num[static_cast<std::size_t>(i * shape.value_dim + d)] / den);
           }
         }
       }

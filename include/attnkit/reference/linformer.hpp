@@ -35,7 +35,8 @@ struct OwnReference<Linformer> {
     const TensorView<Acc> projected_keys = bhld(keys.data(), shape.batch, shape.kv_heads, kp, dim);
     const TensorView<Acc> projected_values = bhld(values.data(), shape.batch, shape.kv_heads, kp, value_dim);
     for (index_t b = 0; b < shape.batch; ++b) {
-      const index_t valid = options.key_lengths.empty() ? shape.kv_len : options.key_lengths[static_cast<std::size_t>(b)];
+      const index_t valid =
+          options.key_lengths.empty() ? shape.kv_len : options.key_lengths[static_cast<std::size_t>(b)];
       for (index_t h = 0; h < shape.kv_heads; ++h) {
         const float* e = pattern.key_projection(h);
         const float* f = pattern.value_projection(h);
@@ -46,17 +47,17 @@ struct OwnReference<Linformer> {
             const T* kj = k.row(b, h, j);
             const T* vj = v.row(b, h, j);
             for (index_t d = 0; d < dim; ++d) key[d] += static_cast<Acc>(e[r * n_max + j]) * static_cast<Acc>(kj[d]);
-            for (index_t d = 0; d < value_dim; ++d) value[d] += static_cast<Acc>(f[r * n_max + j]) * static_cast<Acc>(vj[d]);
+            for (index_t d = 0; d < value_dim; ++d)
+              value[d] += static_cast<Acc>(f[r * n_max + j]) * static_cast<Acc>(vj[d]);
           }
         }
       }
     }
     AttentionShape projected = shape;
     projected.kv_len = kp;
-    detail::masked_softmax_rows<Acc>(Full{}.mask(projected), projected,
-                                     static_cast<Acc>(attnkit::detail::resolve_scale(options, shape)), q,
-                                     TensorView<const Acc>(projected_keys), TensorView<const Acc>(projected_values), out,
-                                     lse);
+    detail::masked_softmax_rows<Acc>(
+        Full{}.mask(projected), projected, static_cast<Acc>(attnkit::detail::resolve_scale(options, shape)), q,
+        TensorView<const Acc>(projected_keys), TensorView<const Acc>(projected_values), out, lse);
   }
 };
 

@@ -96,8 +96,10 @@ void lsh_attention(const Lsh& lsh, const LshBucketIds& ids, const TensorView<con
         Acc squares = 0;
         for (index_t d = 0; d < dim; ++d) squares += static_cast<Acc>(q(b, h, j, d)) * static_cast<Acc>(q(b, h, j, d));
         const Acc inverse = squares > 0 ? Acc(1) / std::sqrt(squares) : Acc(0);
-        for (index_t d = 0; d < dim; ++d) keys[static_cast<std::size_t>(j * dim + d)] = static_cast<Acc>(q(b, h, j, d)) * inverse;
-        for (index_t d = 0; d < value_dim; ++d) values[static_cast<std::size_t>(j * value_dim + d)] = static_cast<Acc>(v(b, h, j, d));
+        for (index_t d = 0; d < dim; ++d)
+          keys[static_cast<std::size_t>(j * dim + d)] = static_cast<Acc>(q(b, h, j, d)) * inverse;
+        for (index_t d = 0; d < value_dim; ++d)
+          values[static_cast<std::size_t>(j * value_dim + d)] = static_cast<Acc>(v(b, h, j, d));
       }
       const TensorView<T>* head_lse = nullptr;
       TensorView<T> lse_view;

@@ -17,8 +17,9 @@ namespace detail {
 /// Row by row, accumulating in `Acc` (double for the reference; the tests also instantiate
 /// Acc = float as the naive same-precision yardstick of SPEC.md section 11), straight from
 /// the definition, for any AttentionMask `mask` of `shape`:
-///   s_ij = sigma <q_i, k_j> (+ mask.bias(h, i, j) when the mask has one: LSH's self penalty),  Z_i = sum_j mu_ij exp(s_ij - M_i),  o_i = sum_j mu_ij exp(s_ij - M_i) v_j / Z_i,
-///   lse_i = M_i + log Z_i,  M_i = max over attended j of s_ij (any finite shift gives the
+///   s_ij = sigma <q_i, k_j> (+ mask.bias(h, i, j) when the mask has one: LSH's self penalty),  Z_i = sum_j mu_ij
+///   exp(s_ij - M_i),  o_i = sum_j mu_ij exp(s_ij - M_i) v_j / Z_i, lse_i = M_i + log Z_i,  M_i = max over attended j
+///   of s_ij (any finite shift gives the
 /// same o_i; the max avoids overflow). Keys with mu_ij = 0 are never read. O(Lq Lk (D + Dv))
 /// time, O(Lk + Dv) extra memory (one row of logits and one accumulator). K and V may hold
 /// another type than Q (Linformer's reference passes its projections in Acc).
@@ -61,7 +62,8 @@ void masked_softmax_rows(const M& mask, const AttentionShape& shape, Acc sigma, 
           const Acc weight = static_cast<Acc>(mu) * std::exp(logits[static_cast<std::size_t>(j)] - max_logit);
           z += weight;
           const KV* vj = v.row(b, kv_head, j);
-          for (index_t d = 0; d < shape.value_dim; ++d) acc[static_cast<std::size_t>(d)] += weight * static_cast<Acc>(vj[d]);
+          for (index_t d = 0; d < shape.value_dim; ++d)
+            acc[static_cast<std::size_t>(d)] += weight * static_cast<Acc>(vj[d]);
         }
         for (index_t d = 0; d < shape.value_dim; ++d) oi[d] = static_cast<T>(acc[static_cast<std::size_t>(d)] / z);
         if (lse != nullptr) *lse->row(b, h, i) = static_cast<T>(max_logit + std::log(z));

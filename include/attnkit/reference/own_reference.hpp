@@ -20,10 +20,9 @@ template <class P>
 struct OwnReference {};
 
 template <class P>
-concept SelfReferencedPattern =
-    AttentionPattern<P> && requires(const P& pattern, const TensorView<const float>& in, const TensorView<float>& out,
-                                    const Options& options) {
-      OwnReference<P>::template evaluate<double, float>(pattern, in, in, in, out, &out, options);
-    };
+concept SelfReferencedPattern = AttentionPattern<P> && requires(const P& pattern, const TensorView<const float>& in,
+                                                                const TensorView<float>& out, const Options& options) {
+  OwnReference<P>::template evaluate<double, float>(pattern, in, in, in, out, &out, options);
+};
 
 }  // namespace attnkit::reference

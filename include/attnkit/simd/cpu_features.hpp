@@ -46,7 +46,7 @@ inline CpuLevels detect_cpu_levels() {
   const bool lahf_lzcnt = bit(ecx, 0) && bit(ecx, 5);
 
   levels.x86_64_v3 = os_ymm && lahf_lzcnt && bit(leaf1_ecx, 12) && bit(leaf1_ecx, 22) && bit(leaf1_ecx, 28) &&
-                     bit(leaf1_ecx, 29) &&  // FMA, MOVBE, AVX, F16C
+                     bit(leaf1_ecx, 29) &&                                         // FMA, MOVBE, AVX, F16C
                      bit(leaf7_ebx, 3) && bit(leaf7_ebx, 5) && bit(leaf7_ebx, 8);  // BMI1, AVX2, BMI2
   levels.x86_64_v4 = levels.x86_64_v3 && os_zmm && bit(leaf7_ebx, 16) && bit(leaf7_ebx, 17) && bit(leaf7_ebx, 28) &&
                      bit(leaf7_ebx, 30) && bit(leaf7_ebx, 31);  // AVX-512 F, DQ, CD, BW, VL

@@ -121,8 +121,8 @@ Batch<T> exp2(Batch<T> x) {
   for (std::size_t k = c.size() - 1; k-- > 0;) poly = simd::fma(poly, f, Batch<T>(c[k]));
 
   // 2^n: biased exponent n + bias in the exponent field; n = -bias gives the bit pattern of +0.
-  const IntBatch n_bits = xsimd::bitwise_cast<IntBatch>(shifted) -
-                          xsimd::bitwise_cast<IntBatch>(Batch<T>(Bits::kRoundingShift));
+  const IntBatch n_bits =
+      xsimd::bitwise_cast<IntBatch>(shifted) - xsimd::bitwise_cast<IntBatch>(Batch<T>(Bits::kRoundingShift));
   const IntBatch exponent = (n_bits + IntBatch(Bits::kBias)) << Bits::kMantissaBits;
   const Batch<T> result = poly * xsimd::bitwise_cast<Batch<T>>(exponent);
   return xsimd::select(xsimd::isnan(x), x, result);  // NaN in, NaN out (max/min above may drop it)

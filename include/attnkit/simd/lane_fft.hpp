@@ -175,7 +175,8 @@ void radix8_pass(index_t size, const FftTwiddles<typename LaneOps<V>::Scalar>& w
     LanePoint<V> a0 = load(k), a1 = load(k + e), a2 = load(k + 2 * e), a3 = load(k + 3 * e);
     LanePoint<V> a4 = load(k + 4 * e), a5 = load(k + 5 * e), a6 = load(k + 6 * e), a7 = load(k + 7 * e);
     if constexpr (kForward) {
-      dif<V>(a0, a4, whole, k), dif<V>(a1, a5, whole, k + e), dif<V>(a2, a6, whole, k + 2 * e), dif<V>(a3, a7, whole, k + 3 * e);
+      dif<V>(a0, a4, whole, k), dif<V>(a1, a5, whole, k + e), dif<V>(a2, a6, whole, k + 2 * e),
+          dif<V>(a3, a7, whole, k + 3 * e);
       dif<V>(a0, a2, half, k), dif<V>(a1, a3, half, k + e), dif<V>(a4, a6, half, k), dif<V>(a5, a7, half, k + e);
       dif<V>(a0, a1, quarter, k), dif<V>(a2, a3, quarter, k), dif<V>(a4, a5, quarter, k), dif<V>(a6, a7, quarter, k);
     } else {
@@ -326,7 +327,8 @@ using FftPoint = detail::LanePoint<V>;
 /// the result in bit-reversed order of f. V is Batch<T> (kWidth<T> lanes, data aligned to
 /// the batch) or T (one lane).
 template <class V>
-void fft_forward_bit_reversed(typename detail::LaneOps<V>::Scalar* data, const FftTwiddles<typename detail::LaneOps<V>::Scalar>& w) {
+void fft_forward_bit_reversed(typename detail::LaneOps<V>::Scalar* data,
+                              const FftTwiddles<typename detail::LaneOps<V>::Scalar>& w) {
   detail::transform<V, true>(data, w.length(), w);
 }
 
@@ -355,12 +357,16 @@ void fft_convolve(typename detail::LaneOps<V>::Scalar* data, const FftTwiddles<t
   using Point = detail::LanePoint<V>;
   const index_t size = w.length(), parts = detail::sweep_radix<V>(size), part = size / parts;
   detail::sweep_pass<V, true>(
-      size, w, [&](index_t p) { return p < inputs ? Point(source(p)) : Point{V(0), V(0)}; }, detail::point_stores<V>(data));
-  for (index_t j = 0; j < parts; ++j) detail::convolve_block<V>(data + 2 * kL * j * part, part, spectrum + 2 * j * part, w);
-  detail::sweep_pass<V, false>(
-      size, w, detail::point_loads<V>(data), [&](index_t p, const Point& point) {
-        if (p < outputs) sink(p, point);
-      });
+      size, w,
+      [&](index_t p) {
+        return p < inputs ? Point(source(p)) : Point{V(0), V(0)};
+      },
+      detail::point_stores<V>(data));
+  for (index_t j = 0; j < parts; ++j)
+    detail::convolve_block<V>(data + 2 * kL * j * part, part, spectrum + 2 * j * part, w);
+  detail::sweep_pass<V, false>(size, w, detail::point_loads<V>(data), [&](index_t p, const Point& point) {
+    if (p < outputs) sink(p, point);
+  });
 }
 
 }  // namespace attnkit::simd

@@ -66,7 +66,8 @@ struct Unscaled {};
 /// AVX-512, full 16 x 16 float blocks are transposed in registers (6% of a sliding-window call
 /// when done element-wise).
 template <class T, class RowPointer, class RowScale = Unscaled>
-void transpose_rows(index_t rows, index_t cols, RowPointer&& row, T* dst, index_t dst_stride, RowScale&& row_scale = {}) {
+void transpose_rows(index_t rows, index_t cols, RowPointer&& row, T* dst, index_t dst_stride,
+                    RowScale&& row_scale = {}) {
   constexpr index_t kBlock = static_cast<index_t>(kWidth<T>);
   constexpr bool kScaled = !std::is_same_v<std::remove_cvref_t<RowScale>, Unscaled>;
   for (index_t c0 = 0; c0 < rows; c0 += kBlock) {

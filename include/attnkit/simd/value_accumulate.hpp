@@ -138,9 +138,8 @@ void accumulate_values(T* o, index_t o_stride, const T* alpha, const T* p, index
                        index_t v_stride, index_t rows, index_t keys, index_t value_vectors) {
   const index_t chunk = value_key_chunk<T>(value_vectors);
   for (index_t j0 = 0; j0 == 0 || j0 < keys; j0 += chunk) {  // one chunk at least: keys = 0 still rescales
-    detail::accumulate_value_rows<T, kZero>(o, o_stride, j0 == 0 ? alpha : nullptr, p + j0, p_stride,
-                                            v + j0 * v_stride, v_stride, rows, std::min(chunk, keys - j0),
-                                            value_vectors);
+    detail::accumulate_value_rows<T, kZero>(o, o_stride, j0 == 0 ? alpha : nullptr, p + j0, p_stride, v + j0 * v_stride,
+                                            v_stride, rows, std::min(chunk, keys - j0), value_vectors);
   }
 }
 

@@ -11,13 +11,13 @@
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/plan_call.hpp"
 #include "attnkit/core/shape.hpp"
-#include "attnkit/pattern/row_order.hpp"
+#include "attnkit/pattern/detail/row_order.hpp"
 
 namespace attnkit::detail {
 
 template <class P>
-using plan_type = decltype(std::declval<const P&>().plan(std::declval<const AttentionShape&>(),
-                                                          std::declval<const TileShape&>()));
+using plan_type =
+    decltype(std::declval<const P&>().plan(std::declval<const AttentionShape&>(), std::declval<const TileShape&>()));
 
 /// A pattern that can plan in the coordinates of a foreign RowOrder (Global can).
 template <class P, class Order>
@@ -92,26 +92,17 @@ class PlanPair {
   PlanPair(FirstPlan first, SecondPlan second, index_t key_rows)
       : first_(std::move(first)), second_(std::move(second)), key_rows_(key_rows) {}
 
-  index_t query_row(index_t head, index_t position) const
-    requires ReorderingPlan<FirstPlan>
-  {
+  index_t query_row(index_t head, index_t position) const requires ReorderingPlan<FirstPlan> {
     return first_.query_row(head, position);
   }
-  index_t key_row(index_t head, index_t position) const
-    requires ReorderingPlan<FirstPlan>
-  {
+  index_t key_row(index_t head, index_t position) const requires ReorderingPlan<FirstPlan> {
     return first_.key_row(head, position);
   }
-  index_t key_order(index_t head) const
-    requires ReorderingPlan<FirstPlan>
-  {
-    return first_.key_order(head);
-  }
+  index_t key_order(index_t head) const requires ReorderingPlan<FirstPlan> { return first_.key_order(head); }
   /// The runs of both operands, cut wherever either one cuts.
   template <class F>
-  void for_each_row_run(index_t head, index_t q_begin, index_t q_end, F&& f) const
-    requires RowSplittingPlan<FirstPlan> || RowSplittingPlan<SecondPlan>
-  {
+  void for_each_row_run(index_t head, index_t q_begin, index_t q_end,
+                        F&& f) const requires RowSplittingPlan<FirstPlan> || RowSplittingPlan<SecondPlan> {
     std::vector<index_t> ends;
     const auto collect = [&](const KeyRange& run) { ends.push_back(run.end); };
     attnkit::for_each_row_run(first_, head, q_begin, q_end, collect);
@@ -124,14 +115,10 @@ class PlanPair {
       begin = end;
     }
   }
-  index_t query_position(index_t head, index_t row) const
-    requires RowOrder<FirstPlan>
-  {
+  index_t query_position(index_t head, index_t row) const requires RowOrder<FirstPlan> {
     return first_.query_position(head, row);
   }
-  index_t key_position(index_t head, index_t row) const
-    requires RowOrder<FirstPlan>
-  {
+  index_t key_position(index_t head, index_t row) const requires RowOrder<FirstPlan> {
     return first_.key_position(head, row);
   }
 
@@ -148,7 +135,7 @@ PatternCost counted_cost(const M& mask, const AttentionShape& shape) {
   double pairs = 0;
   for (index_t h = 0; h < shape.q_heads; ++h)
     for (index_t i = 0; i < shape.q_len; ++i) pairs += static_cast<double>(mask.count(h, i, KeyRange{0, shape.kv_len}));
-  return softmax_cost(shape.q_heads > 0 ? pairs / static_cast<double>(shape.q_heads) : 0.0, shape);
+  return softmax_cost_over_heads(pairs, shape);
 }
 
 }  // namespace attnkit::detail

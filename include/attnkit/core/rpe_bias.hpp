@@ -1,6 +1,7 @@
 #pragma once
-// attnkit::RpeBias: the relative-position bias table of kernelized RPE attention (SPEC.md
-// section 9).
+// attnkit::RpeBias: a relative-position bias table b_t per head (SPEC.md section 9), shared
+// by KernelizedRpe (pattern/kernelized_rpe.hpp) and its executor, and by any score-bias
+// policy keyed by the key-minus-query offset.
 
 #include <algorithm>
 #include <cmath>
@@ -48,14 +49,14 @@ class RpeBias {
   /// b_t of query head h (table h, or the shared one), t clipped to [-max_distance, max_distance].
   double at(index_t head, index_t offset) const {
     if (empty()) return 0.0;
-    const index_t table = heads() == 1 ? 0 : head;
+    const index_t table = table_of_head(heads(), head);
     const index_t t = std::clamp(offset, -max_distance_, max_distance_);
     return static_cast<double>((*values_)[static_cast<std::size_t>(table * width() + t + max_distance_)]);
   }
   /// max_t b_t of head h's table: the stabiliser of c_t = exp(b_t - max b) (it cancels).
   double max_value(index_t head) const {
     if (empty()) return 0.0;
-    const index_t table = heads() == 1 ? 0 : head;
+    const index_t table = table_of_head(heads(), head);
     const auto begin = values_->begin() + table * width();
     return static_cast<double>(*std::max_element(begin, begin + width()));
   }
@@ -70,7 +71,8 @@ class RpeBias {
     std::vector<double> prefix(static_cast<std::size_t>(std::max<index_t>(q_len + kv_len, 1)), 0.0);
     const double top = max_value(head);
     for (index_t t = lowest; t < q_len; ++t) {
-      prefix[static_cast<std::size_t>(t - lowest + 1)] = prefix[static_cast<std::size_t>(t - lowest)] + std::exp(at(head, t) - top);
+      prefix[static_cast<std::size_t>(t - lowest + 1)] =
+          prefix[static_cast<std::size_t>(t - lowest)] + std::exp(at(head, t) - top);
     }
     std::vector<double> mass(static_cast<std::size_t>(q_len), 0.0);
     for (index_t i = 0; i < q_len; ++i) {
@@ -78,7 +80,8 @@ class RpeBias {
       const index_t hi = causal ? std::min<index_t>(kv_len - 1 - i - shift, 0) : kv_len - 1 - i - shift;
       const index_t from = std::max(lo, lowest);
       if (hi >= from) {
-        mass[static_cast<std::size_t>(i)] = prefix[static_cast<std::size_t>(hi - lowest + 1)] - prefix[static_cast<std::size_t>(from - lowest)];
+        mass[static_cast<std::size_t>(i)] =
+            prefix[static_cast<std::size_t>(hi - lowest + 1)] - prefix[static_cast<std::size_t>(from - lowest)];
       }
     }
     return mass;

@@ -52,7 +52,7 @@ class KeyTileBuilder {
  private:
   index_t key_rows_;
   Visit& visit_;
-  KeyTile pending_{};      // the tile being merged; empty when none
+  KeyTile pending_{};          // the tile being merged; empty when none
   index_t covered_until_ = 0;  // keys [pending_.begin, covered_until_) lie in unmasked pieces
 };
 

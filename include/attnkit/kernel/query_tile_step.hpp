@@ -1,0 +1,197 @@
+#pragma once
+// The tiled driver's per-query-tile step (SPEC.md section 1 algorithm), in three named steps:
+// load queries, scores with mask and bias (and the softmax update and P V they feed), finish
+// rows. kernel/tiled_driver.hpp runs it over a whole call; executors with panels of their own
+// run it on those (kernel/lsh_plan.hpp).
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "attnkit/core/call.hpp"
+#include "attnkit/core/concepts.hpp"
+#include "attnkit/core/detail/score_masking.hpp"
+#include "attnkit/core/plan_call.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/detail/thread_scratch.hpp"
+#include "attnkit/kernel/key_value_panels.hpp"
+#include "attnkit/kernel/online_softmax.hpp"
+#include "attnkit/simd/batch.hpp"
+#include "attnkit/simd/score_tile.hpp"
+#include "attnkit/simd/value_accumulate.hpp"
+
+namespace attnkit::kernel {
+
+/// log2(e): queries scaled by sigma log2(e) give base-2 scores; natural-log biases times it.
+template <class T>
+inline constexpr T kLog2e = T(1.442695040888963407359924681001892137);
+
+/// Whether a plan's score bias applies to this key tile: a BiasedPlan's bias_scope() (every
+/// tile for a position bias such as ALiBi; by default only tiles that need a mask, where
+/// LSH's self penalty sits); never for other plans.
+template <KeyTilePlan Plan>
+bool biases_tile(const Plan& plan, const KeyTile& tile) {
+  if constexpr (BiasedPlan<Plan>) {
+    return tile.needs_mask || bias_scope(plan) == BiasScope::kEveryTile;
+  } else {
+    return false;
+  }
+}
+
+/// A key tile placed at `column` of the score tile.
+struct KeySegment {
+  KeyTile tile;
+  index_t column;
+};
+
+/// Per-thread scratch of one query tile: scaled Q rows, the score tile and the softmax state
+/// (detail::thread_scratch, reused across calls).
+template <class T>
+struct QueryTileWorkspace {
+  QueryTileWorkspace(const AttentionShape& shape, const TileShape& tiles, index_t value_stride)
+      : queries(attnkit::detail::thread_scratch<struct QueryTileTag, T>(tiles.query_rows * shape.head_dim)),
+        scores(attnkit::detail::thread_scratch<struct ScoreTileTag, T>(tiles.query_rows * tiles.key_rows)),
+        softmax(tiles.query_rows, value_stride) {
+    segments.reserve(static_cast<std::size_t>(tiles.key_rows));
+    query_rows.resize(static_cast<std::size_t>(tiles.query_rows));
+    result.resize(static_cast<std::size_t>(shape.value_dim));
+  }
+  T* queries;  // [query_rows x head_dim], rows past the tile zero
+  T* scores;   // [query_rows x key_rows], scores then weights
+  OnlineSoftmax<T> softmax;
+  std::vector<KeySegment> segments;  // the key tiles sharing the current score tile
+  std::vector<index_t> query_rows;   // the query row behind each position of the tile
+  std::vector<T> result;             // one finished row handed to a SinkingPlan
+};
+
+/// Step 1 of a query tile, load queries: the rows at query positions [q_begin, q_end) of
+/// query head h (batch b), in the plan's query order, scaled by sigma * log2(e) so that scores
+/// come out in base 2 (SPEC.md section 1), into work.queries; rows up to the padded row count
+/// zero. A SharedQueryKeyPlan's queries are keys of this tile's own windows: they are read
+/// back from the panels, which the scores read next, instead of gathered from Q. Resets the
+/// softmax state; returns the padded row count (a multiple of the micro-kernels' row blocks).
+template <class T, KeyTilePlan Plan>
+index_t load_queries(const AttentionCall<T>& call, const Plan& plan, const KeyValuePanels<T>& panels,
+                     QueryTileWorkspace<T>& work, index_t b, index_t h, index_t q_begin, index_t q_end) {
+  const index_t head_dim = call.shape.head_dim;
+  const index_t rows = q_end - q_begin;
+  const index_t padded_rows = attnkit::detail::round_up(rows, std::max(simd::kScoreRowBlock, simd::kValueRowBlock));
+  const T q_scale = call.scale * kLog2e<T>;
+  T* queries = work.queries;
+  for (index_t r = 0; r < rows; ++r)
+    work.query_rows[static_cast<std::size_t>(r)] = attnkit::query_row(plan, h, q_begin + r);
+  if constexpr (SharedQueryKeyPlan<Plan>) {
+    panels.unpack_keys(plan.query_key_offset(h) + q_begin, rows, queries);
+    for (index_t r = 0; r < rows; ++r) {
+      const T scale = static_cast<T>(plan.query_scale(h, q_begin + r)) * q_scale;
+      for (index_t d = 0; d < head_dim; ++d) queries[r * head_dim + d] *= scale;
+    }
+  } else {
+    for (index_t r = 0; r < rows; ++r) {
+      const T* q = call.q.row(b, h, work.query_rows[static_cast<std::size_t>(r)]);
+      for (index_t d = 0; d < head_dim; ++d) queries[r * head_dim + d] = q[d] * q_scale;
+    }
+  }
+  std::fill(queries + rows * head_dim, queries + padded_rows * head_dim, T(0));
+  work.softmax.reset(padded_rows);
+  return padded_rows;
+}
+
+/// Step 2, scores with mask and bias, for the key tiles gathered in work.segments (one score
+/// tile of `columns` columns): S = Q K^T per segment, then for each row the plan's exclusion
+/// on tiles that need a mask and its score bias (BiasedPlan) on the tiles the bias policy
+/// names (its bias_scope: masked tiles, or every tile), -inf in each segment's padding
+/// columns; then the online softmax absorbs the tile and accumulates P V. Clears the segments.
+template <class T, KeyTilePlan Plan>
+void score_segments(const AttentionCall<T>& call, const Plan& plan, const TileShape& tiles,
+                    const KeyValuePanels<T>& panels, QueryTileWorkspace<T>& work, index_t b, index_t h, index_t q_begin,
+                    index_t rows, index_t padded_rows, index_t columns) {
+  constexpr index_t kW = static_cast<index_t>(simd::kWidth<T>);
+  const index_t head_dim = call.shape.head_dim;
+  const index_t kv_head = h / call.shape.group_size();
+  T* scores = work.scores;
+  const index_t score_stride = tiles.key_rows;
+  std::vector<KeySegment>& segments = work.segments;
+  for (const KeySegment& segment : segments) {
+    const KeyTile& tile = segment.tile;
+    const index_t panel = tile.begin / tiles.key_rows;
+    const index_t keys = tile.end - tile.begin;
+    simd::score_tile(work.queries, head_dim, panels.key_panel(panel) + (tile.begin - panel * tiles.key_rows),
+                     tiles.key_rows, padded_rows, keys, scores + segment.column, score_stride);
+    const bool biased = biases_tile(plan, tile);
+    for (index_t r = 0; r < rows; ++r) {
+      T* row = scores + r * score_stride + segment.column;
+      if (tile.needs_mask) plan.exclude(h, q_begin + r, tile, row);
+      if constexpr (BiasedPlan<Plan>) {
+        if (biased) plan.add_bias(h, q_begin + r, tile, row, kLog2e<T>);
+      }
+      std::fill(row + keys, row + attnkit::detail::round_up(keys, kW), attnkit::detail::kExcludedScore<T>);
+    }
+  }
+  work.softmax.absorb_scores(scores, score_stride, rows, columns);
+  for (std::size_t s = 0; s < segments.size(); ++s) {
+    const KeyTile& tile = segments[s].tile;
+    const T* weights = scores + segments[s].column;
+    const ValueRows<T> values = panels.value_rows(b, kv_head, tile.begin);
+    const index_t keys = tile.end - tile.begin;
+    if (tile.needs_mask && panels.has_nonfinite_values(b, kv_head, tile.begin / tiles.key_rows)) {
+      work.softmax.template accumulate<simd::ZeroWeights::kSkip>(weights, score_stride, values, padded_rows, keys,
+                                                                 panels.value_vectors(), s == 0);
+    } else {
+      work.softmax.template accumulate<simd::ZeroWeights::kMultiply>(weights, score_stride, values, padded_rows, keys,
+                                                                     panels.value_vectors(), s == 0);
+    }
+  }
+  segments.clear();
+}
+
+/// Step 3, finish rows: out = O~ / l and lse = ln 2 (m + log2 l) into each row's place (its
+/// query row), or handed to a SinkingPlan's sink; empty rows get 0 and -inf.
+template <class T, KeyTilePlan Plan>
+void finish_rows(const AttentionCall<T>& call, const Plan& plan, QueryTileWorkspace<T>& work, index_t b, index_t h,
+                 index_t q_begin, index_t rows) {
+  for (index_t r = 0; r < rows; ++r) {
+    if constexpr (SinkingPlan<Plan, T>) {
+      T* result = work.result.data();
+      const T lse = work.softmax.finish_row(r, result, call.shape.value_dim);
+      plan.sink(b, h, q_begin + r, static_cast<const T*>(result), lse);
+    } else {
+      const index_t i = work.query_rows[static_cast<std::size_t>(r)];
+      const T lse = work.softmax.finish_row(r, call.out.row(b, h, i), call.shape.value_dim);
+      if (call.lse != nullptr) *call.lse->row(b, h, i) = lse;
+    }
+  }
+}
+
+/// The driver's step: computes the output rows at query positions [q_begin, q_end) of query
+/// head h in batch b against the packed K/V of its kv head, visiting exactly the key tiles the
+/// plan lists: load queries, then scores with mask and bias for each score tile's worth of key
+/// tiles, then finish rows. Each KeyTile lies inside one aligned panel, so its K^T columns are
+/// contiguous. Key tiles are gathered into segments of one score tile until its key_rows
+/// columns are full (each segment starting on a vector boundary), so short tiles (BigBird's
+/// and block layouts' 64-key blocks) share one softmax update instead of paying one each.
+/// TiledPass runs it over the panels of a whole (batch, kv head); an executor with panels of
+/// its own may run it too (LSH: one chunk's window at a time, kernel/lsh_plan.hpp).
+template <class T, KeyTilePlan Plan>
+void process_query_tile(const AttentionCall<T>& call, const Plan& plan, const TileShape& tiles,
+                        const KeyValuePanels<T>& panels, QueryTileWorkspace<T>& work, index_t b, index_t h,
+                        index_t q_begin, index_t q_end) {
+  constexpr index_t kW = static_cast<index_t>(simd::kWidth<T>);
+  const index_t rows = q_end - q_begin;
+  const index_t padded_rows = load_queries(call, plan, panels, work, b, h, q_begin, q_end);
+  index_t columns = 0;
+  plan.for_each_key_tile(h, q_begin, q_end, [&](const KeyTile& tile) {
+    const index_t width = attnkit::detail::round_up(tile.end - tile.begin, kW);
+    if (columns + width > tiles.key_rows && !work.segments.empty()) {
+      score_segments(call, plan, tiles, panels, work, b, h, q_begin, rows, padded_rows, columns);
+      columns = 0;
+    }
+    work.segments.push_back(KeySegment{tile, columns});
+    columns += width;
+  });
+  if (!work.segments.empty())
+    score_segments(call, plan, tiles, panels, work, b, h, q_begin, rows, padded_rows, columns);
+  finish_rows(call, plan, work, b, h, q_begin, rows);
+}
+
+}  // namespace attnkit::kernel
