@@ -104,4 +104,9 @@ struct Intersection {
   }
 };
 
+/// Intersection{a, b} deduces its operand types (aggregate deduction is C++20, but clang before 17
+/// does not implement it; this guide makes the spelling work there too).
+template <class First, class Second>
+Intersection(First, Second) -> Intersection<First, Second>;
+
 }  // namespace attnkit

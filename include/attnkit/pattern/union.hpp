@@ -134,4 +134,9 @@ struct Union {
   }
 };
 
+/// Union{a, b} deduces its operand types (aggregate deduction is C++20, but clang before 17
+/// does not implement it; this guide makes the spelling work there too).
+template <class First, class Second>
+Union(First, Second) -> Union<First, Second>;
+
 }  // namespace attnkit
