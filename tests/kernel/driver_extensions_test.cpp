@@ -1,6 +1,6 @@
-// The tiled driver's extensions for kinds whose positions are not rows (PositionedPlan), that
-// add a finite score bias (BiasedPlan) and that take their results themselves (SinkingPlan,
-// then kernel::merge_partial), exercised by a plan written here: R repeated rounds of full
+// The tiled driver's extensions for kinds whose positions are occurrences of rows and that take
+// their results themselves (OccurrencePlan, then kernel::merge_partial) and that add a finite
+// score bias (BiasedPlan), exercised by a plan written here: R repeated rounds of full
 // attention with a self penalty, merged by log-sum-exp, against sums written from SPEC.md
 // section 0. Also the driver's choice of computing a query tile by a RowSplittingPlan's runs.
 
@@ -39,6 +39,7 @@ using testing::Tensor;
 template <class T>
 class RepeatedRoundsPlan {
  public:
+  using value_type = T;
   static constexpr double kPenalty = -1e5;
 
   RepeatedRoundsPlan(index_t rounds, const AttentionShape& shape, const TileShape& tiles)
@@ -101,9 +102,8 @@ class RepeatedRoundsPlan {
   mutable std::vector<T> lses_;     // [B, H, R n]
 };
 
-static_assert(PositionedPlan<RepeatedRoundsPlan<float>> && BiasedPlan<RepeatedRoundsPlan<float>> &&
-              SinkingPlan<RepeatedRoundsPlan<float>, float>);
-static_assert(!PositionedPlan<Full::Plan> && !BiasedPlan<Full::Plan> && !SinkingPlan<Full::Plan, float>);
+static_assert(OccurrencePlan<RepeatedRoundsPlan<float>> && BiasedPlan<RepeatedRoundsPlan<float>>);
+static_assert(!OccurrencePlan<Full::Plan> && !BiasedPlan<Full::Plan>);
 
 /// Runs the plan through the driver and merges the rounds into out [B, H, n, Dv], lse.
 template <class T>

@@ -36,8 +36,8 @@ static_assert(PlansFromCall<Lsh, float> && PlansFromCall<Lsh, double> && !PlansF
 static_assert(!MaskedPattern<Lsh> && !KeyPaddedPattern<Lsh>);
 static_assert(reference::SelfReferencedPattern<Lsh> && reference::ReferencedPattern<Lsh>);
 static_assert(ExecutablePlan<kernel::LshPlan<float>, float> && !KeyTilePlan<kernel::LshPlan<float>>);
-static_assert(PositionedPlan<kernel::LshWindowPlan<float>> && BiasedPlan<kernel::LshWindowPlan<float>> &&
-              SinkingPlan<kernel::LshWindowPlan<float>, float>);
+static_assert(OccurrencePlan<kernel::LshWindowPlan<float>> && SharedQueryKeyPlan<kernel::LshWindowPlan<float>> &&
+              BiasedPlan<kernel::LshWindowPlan<float>>);
 
 /// x [B, H, n, D] (serving as q and k) and v [B, H, n, Dv] of input set `set`.
 template <class T>

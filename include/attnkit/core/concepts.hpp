@@ -129,32 +129,35 @@ concept PlansFromCall = requires(const P& pattern, const AttentionCall<T>& call,
   { pattern.plan(call, tiles) } -> ExecutionPlan<T>;
 };
 
-/// A ReorderingPlan whose positions are not the call's rows one to one (LSH: the R n sorted
-/// occurrences of every row, padded to whole chunks): query_positions() and key_positions()
-/// are the extents the driver iterates (Lq and Lk for other plans), and query_row / key_row
-/// map positions onto rows many-to-one (each must return a valid row, also for padding
-/// positions, which the plan then excludes).
+/// A ReorderingPlan whose positions are occurrences of rows rather than the rows themselves
+/// (LSH: the R n sorted occurrences of every row, padded to whole chunks), so results go to
+/// the plan, not to output rows:
+///  - query_positions() and key_positions() are the extents the driver iterates (Lq and Lk
+///    for other plans); query_row / key_row map positions onto rows many-to-one (each must
+///    return a valid row, also for padding positions, which the plan then excludes);
+///  - sink(b, h, position, row, lse) receives each query position's result, Dv elements of
+///    the plan's value_type (valid during the call only), and its natural-log lse, exactly
+///    once per pass, from the thread that computed it (LSH folds a round's results into the
+///    output by kernel::merge_partial as they come).
 template <class Plan>
-concept PositionedPlan = ReorderingPlan<Plan> && requires(const Plan& plan) {
+concept OccurrencePlan = ReorderingPlan<Plan> &&
+    requires(const Plan& plan, index_t b, index_t h, index_t position, const typename Plan::value_type* row,
+             typename Plan::value_type lse) {
   { plan.query_positions() } -> std::same_as<index_t>;
   { plan.key_positions() } -> std::same_as<index_t>;
+  plan.sink(b, h, position, row, lse);
 };
 
-/// A KeyTilePlan whose keys are rows of K scaled per position (LSH's unit-normalised keys,
-/// k_j = x_j / ||x_j||, without a normalised copy of K): the driver packs key position p as
-/// key_scale(head, p) * K[key_row(head, p)].
+/// A KeyTilePlan whose keys are rows of K scaled per position and whose queries are its own
+/// keys (LSH's shared query-key vectors, k_j = x_j / ||x_j||, without a normalised copy of K):
+///  - the driver packs key position p as key_scale(head, p) * K[key_row(head, p)];
+///  - query position p holds the row packed at key position p + query_key_offset(head), so
+///    the driver reads a tile's queries back from the packed K^T panel (already in cache for
+///    the tile's scores) times query_scale(head, p) (undoing the key scale) instead of
+///    gathering them from Q.
 template <class Plan>
-concept ScaledKeyPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t head, index_t position) {
+concept SharedQueryKeyPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index_t head, index_t position) {
   { plan.key_scale(head, position) } -> std::convertible_to<double>;
-};
-
-/// A ScaledKeyPlan whose queries are its keys (LSH's shared query-key vectors): query
-/// position p holds the row packed at key position p + query_key_offset(head), so the
-/// driver reads a tile's queries back from the packed K^T panel (already in cache for the
-/// tile's scores) times query_scale(head, p) (undoing the key scale) instead of gathering
-/// them from Q.
-template <class Plan>
-concept SharedQueryKeyPlan = ScaledKeyPlan<Plan> && requires(const Plan& plan, index_t head, index_t position) {
   { plan.query_key_offset(head) } -> std::same_as<index_t>;
   { plan.query_scale(head, position) } -> std::convertible_to<double>;
 };
@@ -182,17 +185,6 @@ constexpr BiasScope bias_scope(const Plan&) {
     return BiasScope::kMaskedTiles;
   }
 }
-
-/// A KeyTilePlan that takes each query position's result itself instead of having it written
-/// to the output row of query_row (LSH: a round's results folded into the output by
-/// kernel::merge_partial as they come): sink(b, h, position, row, lse) receives the Dv
-/// elements of the position's result (valid during the call only) and its natural-log lse.
-/// Every position is sunk exactly once per pass, by the thread that computed it.
-template <class Plan, class T>
-concept SinkingPlan = KeyTilePlan<Plan> &&
-    requires(const Plan& plan, index_t b, index_t h, index_t position, const T* row, T lse) {
-  plan.sink(b, h, position, row, lse);
-};
 
 /// A pattern that plans calls of element type T (from the shape or from the call).
 template <class P, class T>

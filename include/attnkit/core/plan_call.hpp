@@ -39,10 +39,10 @@ index_t key_row(const Plan& plan, index_t h, index_t position) {
     return position;
   }
 }
-/// Query and key positions a plan iterates: the call's Lq and Lk unless it is a PositionedPlan.
+/// Query and key positions a plan iterates: the call's Lq and Lk unless it is an OccurrencePlan.
 template <KeyTilePlan Plan>
 index_t query_positions(const Plan& plan, const AttentionShape& shape) {
-  if constexpr (PositionedPlan<Plan>) {
+  if constexpr (OccurrencePlan<Plan>) {
     return plan.query_positions();
   } else {
     return shape.q_len;
@@ -50,7 +50,7 @@ index_t query_positions(const Plan& plan, const AttentionShape& shape) {
 }
 template <KeyTilePlan Plan>
 index_t key_positions(const Plan& plan, const AttentionShape& shape) {
-  if constexpr (PositionedPlan<Plan>) {
+  if constexpr (OccurrencePlan<Plan>) {
     return plan.key_positions();
   } else {
     return shape.kv_len;

@@ -41,7 +41,7 @@ struct ValueRows {
 template <class T>
 class KeyValuePanels {
  public:
-  /// key_positions: the keys the plan iterates (Lk, or a PositionedPlan's extent); V is read
+  /// key_positions: the keys the plan iterates (Lk, or an OccurrencePlan's extent); V is read
   /// in place only when they are the rows themselves.
   KeyValuePanels(const AttentionShape& shape, const TileShape& tiles, const TensorView<const T>& v,
                  bool values_in_place, index_t key_positions)
@@ -99,9 +99,9 @@ class KeyValuePanels {
 
   /// Packs key tile `tile` of (batch b, kv head h), padding included (zeros), so nothing read
   /// later is uninitialised: key position p holds K/V row key_row(p) (a permutation of the
-  /// rows, e.g. a dilated window's residue classes, or a many-to-one map of a PositionedPlan;
+  /// rows, e.g. a dilated window's residue classes, or a many-to-one map of an OccurrencePlan;
   /// the identity when V is read in place), its key times key_scale(p) unless key_scale is
-  /// simd::Unscaled (a ScaledKeyPlan's normalised keys).
+  /// simd::Unscaled (a SharedQueryKeyPlan's normalised keys).
   /// Tiles are independent: threads may pack different tiles concurrently.
   template <class KeyRow, class KeyScale>
   void pack_tile(const TensorView<const T>& k, index_t b, index_t h, index_t tile, KeyRow&& key_row,

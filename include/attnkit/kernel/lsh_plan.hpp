@@ -54,7 +54,7 @@ struct LshGeometry {
 };
 
 /// The window of one query chunk of one round as the tiled driver's query-tile step sees it
-/// (a PositionedPlan, SharedQueryKeyPlan, BiasedPlan and SinkingPlan). Query positions are
+/// (an OccurrencePlan, SharedQueryKeyPlan and BiasedPlan). Query positions are
 /// the chunk's occurrences (its slots holding a row); key positions are its window's
 /// window() chunks of slots, the before chunks preceding it to the after chunks following it,
 /// counted circularly over the whole sequence (a chunk reached twice appears twice). The
@@ -72,6 +72,7 @@ struct LshGeometry {
 template <class T>
 class LshWindowPlan {
  public:
+  using value_type = T;  // the element type of the rows it sinks
   struct Sink {
     T* out;
     index_t out_stride;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 #include "attnkit/core/call.hpp"
@@ -61,7 +62,7 @@ struct QueryTileWorkspace {
   OnlineSoftmax<T> softmax;
   std::vector<KeySegment> segments;  // the key tiles sharing the current score tile
   std::vector<index_t> query_rows;   // the query row behind each position of the tile
-  std::vector<T> result;             // one finished row handed to a SinkingPlan
+  std::vector<T> result;             // one finished row handed to an OccurrencePlan's sink
 };
 
 /// Step 1 of a query tile, load queries: the rows at query positions [q_begin, q_end) of
@@ -146,12 +147,13 @@ void score_segments(const AttentionCall<T>& call, const Plan& plan, const TileSh
 }
 
 /// Step 3, finish rows: out = O~ / l and lse = ln 2 (m + log2 l) into each row's place (its
-/// query row), or handed to a SinkingPlan's sink; empty rows get 0 and -inf.
+/// query row), or handed to an OccurrencePlan's sink; empty rows get 0 and -inf.
 template <class T, KeyTilePlan Plan>
 void finish_rows(const AttentionCall<T>& call, const Plan& plan, QueryTileWorkspace<T>& work, index_t b, index_t h,
                  index_t q_begin, index_t rows) {
   for (index_t r = 0; r < rows; ++r) {
-    if constexpr (SinkingPlan<Plan, T>) {
+    if constexpr (OccurrencePlan<Plan>) {
+      static_assert(std::is_same_v<typename Plan::value_type, T>, "an OccurrencePlan sinks rows of the call's type");
       T* result = work.result.data();
       const T lse = work.softmax.finish_row(r, result, call.shape.value_dim);
       plan.sink(b, h, q_begin + r, static_cast<const T*>(result), lse);

@@ -160,7 +160,7 @@ class TiledPass {
         const index_t head_count = grouped.begin[order + 1] - grouped.begin[order];
         team.for_each_static(panels_.tile_count(), [&](index_t tile) {
           const auto key_row = [&](index_t position) { return attnkit::key_row(plan_, heads[0], position); };
-          if constexpr (ScaledKeyPlan<Plan>) {
+          if constexpr (SharedQueryKeyPlan<Plan>) {
             panels_.pack_tile(call_.k, b, kv_head, tile, key_row,
                               [&](index_t position) { return plan_.key_scale(heads[0], position); });
           } else {

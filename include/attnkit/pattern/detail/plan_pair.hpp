@@ -83,7 +83,7 @@ class PlanPair {
   // Combinators merge tiles by -inf selection; a finite bias, results sent elsewhere or
   // positions that are not rows (LSH) have no meaning inside a union or an intersection.
   static_assert(!BiasedPlan<FirstPlan> && !BiasedPlan<SecondPlan>, "combinators take no operand with a score bias");
-  static_assert(!PositionedPlan<FirstPlan> && !PositionedPlan<SecondPlan>,
+  static_assert(!OccurrencePlan<FirstPlan> && !OccurrencePlan<SecondPlan>,
                 "combinators take no operand whose positions are not rows");
 
  public:
