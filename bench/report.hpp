@@ -236,15 +236,18 @@ inline std::string cpu_description() {
          std::to_string(std::thread::hardware_concurrency()) + " logical CPUs" + caches;
 }
 
-/// The compiler that built the benchmark, by name and version.
+/// The compiler that built the benchmark, by name and version (clang's version string ends in
+/// a space, trimmed).
 inline std::string compiler_description() {
 #if defined(__clang__)
-  return "clang " __clang_version__;
+  std::string name = "clang " __clang_version__;
 #elif defined(__GNUC__)
-  return "GCC " __VERSION__;
+  std::string name = "GCC " __VERSION__;
 #else
-  return __VERSION__;
+  std::string name = __VERSION__;
 #endif
+  while (!name.empty() && name.back() == ' ') name.pop_back();
+  return name;
 }
 
 /// /proc/loadavg's 1, 5 and 15 minute load averages ("?" where there is none).

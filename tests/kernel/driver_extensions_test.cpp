@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "attnkit/attention.hpp"
-#include "attnkit/core/call.hpp"
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/plan_call.hpp"
 #include "attnkit/core/shape.hpp"
@@ -23,6 +22,7 @@
 #include "attnkit/pattern/sliding_window.hpp"
 #include "attnkit/pattern/union.hpp"
 #include "support/accuracy.hpp"
+#include "support/driver_call.hpp"
 #include "support/test_data.hpp"
 
 namespace attnkit {
@@ -110,16 +110,8 @@ template <class T>
 void run_rounds(index_t rounds, const testing::Problem<T>& p, Tensor<T>& out, Tensor<T>& lse, int threads) {
   const AttentionShape& s = p.shape;
   const TileShape tiles = TileShape{};
-  const AttentionCall<T> call{s,
-                              p.q.cview(),
-                              p.k.cview(),
-                              p.v.cview(),
-                              out.view,
-                              nullptr,
-                              static_cast<T>(1 / std::sqrt(static_cast<double>(s.head_dim))),
-                              threads};
   const RepeatedRoundsPlan<T> plan(rounds, s, tiles);
-  kernel::run_tiled(call, plan, tiles);
+  kernel::run_tiled(testing::driver_call(p, out.view, threads), plan, tiles);
   for (index_t b = 0; b < s.batch; ++b)
     for (index_t h = 0; h < s.q_heads; ++h)
       for (index_t i = 0; i < s.q_len; ++i) plan.merge(b, h, i, out.view.row(b, h, i), lse.view.row(b, h, i));

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "attnkit/attention.hpp"
-#include "attnkit/core/call.hpp"
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/kernel/tiled_driver.hpp"
 #include "attnkit/pattern/full.hpp"
+#include "support/driver_call.hpp"
 #include "support/test_data.hpp"
 
 namespace attnkit::testing {
@@ -47,15 +47,7 @@ Tensor<T> run_plan(const Problem<T>& p) {
   const AttentionShape& s = p.shape;
   Tensor<T> out(s.batch, s.q_heads, s.q_len, s.value_dim, Layout::kBHLD);
   const TileShape tiles;
-  const AttentionCall<T> call{s,
-                              p.q.cview(),
-                              p.k.cview(),
-                              p.v.cview(),
-                              out.view,
-                              nullptr,
-                              static_cast<T>(1 / std::sqrt(static_cast<double>(s.head_dim))),
-                              2};
-  kernel::run_tiled(call, Plan(false, s.kv_len, s.causal_offset(), tiles.key_rows), tiles);
+  kernel::run_tiled(driver_call(p, out.view, 2), Plan(false, s.kv_len, s.causal_offset(), tiles.key_rows), tiles);
   return out;
 }
 
