@@ -15,6 +15,7 @@
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/cost.hpp"
 #include "attnkit/core/errors.hpp"
+#include "attnkit/core/half.hpp"
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/plan_call.hpp"
 #include "attnkit/core/rng.hpp"

@@ -22,7 +22,9 @@ namespace {
 /// A format's fields: the value of a bit pattern and the largest finite pattern.
 struct Format {
   int exponent_bits, fraction_bits;
-  std::uint32_t max_finite() const { return ((1u << exponent_bits) - 2) << fraction_bits | ((1u << fraction_bits) - 1); }
+  std::uint32_t max_finite() const {
+    return ((1u << exponent_bits) - 2) << fraction_bits | ((1u << fraction_bits) - 1);
+  }
   std::uint32_t infinity() const { return ((1u << exponent_bits) - 1) << fraction_bits; }
   std::uint32_t sign_bit() const { return 1u << (exponent_bits + fraction_bits); }
   int bias() const { return (1 << (exponent_bits - 1)) - 1; }
@@ -32,10 +34,9 @@ struct Format {
   double value(std::uint32_t bits) const {
     const std::uint32_t fraction = bits & ((1u << fraction_bits) - 1);
     const std::uint32_t exponent = (bits >> fraction_bits) & ((1u << exponent_bits) - 1);
-    const double magnitude = exponent == 0
-                                 ? std::ldexp(static_cast<double>(fraction), 1 - bias() - fraction_bits)
-                                 : std::ldexp(1.0 + std::ldexp(static_cast<double>(fraction), -fraction_bits),
-                                              static_cast<int>(exponent) - bias());
+    const double magnitude = exponent == 0 ? std::ldexp(static_cast<double>(fraction), 1 - bias() - fraction_bits)
+                                           : std::ldexp(1.0 + std::ldexp(static_cast<double>(fraction), -fraction_bits),
+                                                        static_cast<int>(exponent) - bias());
     return (bits & sign_bit()) != 0 ? -magnitude : magnitude;
   }
 
@@ -120,8 +121,8 @@ std::vector<float> narrowing_inputs(const Format& format) {
     const double here = format.value(bits);
     const double next = bits == format.max_finite() ? std::ldexp(1.0, format.bias() + 1) : format.value(bits + 1);
     const auto midpoint = static_cast<float>((here + next) / 2);  // exact: 2 more bits than the format
-    for (const float x : {static_cast<float>(here), midpoint, std::nextafter(midpoint, 0.0f),
-                          std::nextafter(midpoint, HUGE_VALF)}) {
+    for (const float x :
+         {static_cast<float>(here), midpoint, std::nextafter(midpoint, 0.0f), std::nextafter(midpoint, HUGE_VALF)}) {
       inputs.push_back(x);
       inputs.push_back(-x);
     }

@@ -62,7 +62,7 @@ std::vector<Case> long_sweep() {
   for (bool causal : {false, true}) {
     for (index_t dim : {1, 17, 64, 129})
       for (InputSet set : {InputSet::kNormal, InputSet::kPeaky})
-        cases.push_back(Case{self_attention(1000, dim), causal, set});
+        cases.push_back(Case{self_attention(kSweepLength, dim), causal, set});
     cases.push_back(Case{self_attention(kLongReferenceLength, 64), causal, InputSet::kNormal});
   }
   return cases;

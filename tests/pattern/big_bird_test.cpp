@@ -15,6 +15,7 @@
 #include "attnkit/pattern/block_layout.hpp"
 #include "attnkit/pattern/block_sparse.hpp"
 #include "attnkit/pattern/full.hpp"
+#include "support/long_cases.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -121,7 +122,7 @@ TEST(BigBirdPlan, AgreesWithPredicate) {
 
 TEST(BigBirdAttention, MatchesReference) {
   for (index_t block : {16, 64})
-    for (index_t n : {1, 65, 129, 1000})
+    for (index_t n : {index_t{1}, index_t{65}, index_t{129}, kSweepLength})
       for (index_t dim : {1, 33, 64}) {
         SCOPED_TRACE(::testing::Message() << "block " << block << " n " << n << " D " << dim);
         const BigBird pattern(block, 3, static_cast<std::uint64_t>(n), 1);

@@ -15,6 +15,7 @@
 #include "attnkit/pattern/block_sparse.hpp"
 #include "attnkit/pattern/full.hpp"
 #include "attnkit/pattern/per_head.hpp"
+#include "support/long_cases.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -173,7 +174,7 @@ class BlockSparseAttention : public ::testing::TestWithParam<BlockCase> {};
 
 TEST_P(BlockSparseAttention, MatchesReference) {
   const BlockCase c = GetParam();
-  for (index_t n : {1, 63, 65, 129, 1000}) {
+  for (index_t n : {index_t{1}, index_t{63}, index_t{65}, index_t{129}, kSweepLength}) {
     const index_t blocks = detail::ceil_div(n, c.block);
     std::vector<BlockLayout> layouts{random_layout(blocks, blocks, 0.3, static_cast<std::uint64_t>(n))};
     if (c.per_head) layouts.push_back(random_layout(blocks, blocks, 0.3, static_cast<std::uint64_t>(n) + 99));

@@ -13,6 +13,7 @@
 #include "attnkit/core/shape.hpp"
 #include "attnkit/pattern/dilated.hpp"
 #include "attnkit/pattern/sliding_window.hpp"
+#include "support/long_cases.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -137,7 +138,7 @@ TEST(DilatedIdentity, SameResultForAnyThreadCount) {
 TEST(DilatedAttention, MatchesReference) {
   for (const Dilated& pattern :
        {Dilated(0, 0, {2}), Dilated(4, 4, {3}), Dilated(64, 64, {2}), Dilated(17, 0, {5}), Dilated(100, 30, {7})}) {
-    for (index_t n : {1, 7, 65, 300, 1000})
+    for (index_t n : {index_t{1}, index_t{7}, index_t{65}, index_t{300}, kSweepLength})
       for (index_t dim : {16, 64}) {
         SCOPED_TRACE(::testing::Message() << "n " << n << " D " << dim << " d " << pattern.dilations()[0]);
         const AttentionShape shape{1, 1, 1, n, n, dim, dim};

@@ -14,6 +14,7 @@
 #include "attnkit/pattern/global.hpp"
 #include "attnkit/pattern/sliding_window.hpp"
 #include "attnkit/pattern/union.hpp"
+#include "support/long_cases.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -85,7 +86,7 @@ TEST(GlobalIdentity, AllTokensGlobalIsFull) {
 }
 
 TEST(GlobalAttention, MatchesReference) {
-  for (index_t n : {1, 65, 129, 1000})
+  for (index_t n : {index_t{1}, index_t{65}, index_t{129}, kSweepLength})
     for (index_t dim : {1, 33, 64}) {
       SCOPED_TRACE(::testing::Message() << "n " << n << " D " << dim);
       const Global pattern(random_tokens(n, 6, static_cast<std::uint64_t>(n)));

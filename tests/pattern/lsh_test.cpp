@@ -28,6 +28,7 @@ namespace {
 
 using testing::InputSet;
 using testing::kLongReferenceLength;
+using testing::kSweepLength;
 using testing::Layout;
 using testing::Tensor;
 
@@ -85,12 +86,24 @@ std::string lsh_case_name(const ::testing::TestParamInfo<LshCase>& info) {
 /// before/after variants, causal.
 std::vector<LshCase> lsh_cases() {
   return {
-      {1, 16, 16, 64, 1, 1, 0, false},     {2, 8, 3, 64, 2, 1, 0, true},        {7, 7, 15, 64, 4, 1, 0, false},
-      {63, 64, 64, 64, 2, 1, 0, false},    {64, 33, 17, 64, 8, 1, 0, true},     {65, 64, 64, 64, 2, 1, 0, false},
-      {65, 31, 64, 64, 4, 1, 0, true},     {127, 16, 16, 64, 1, 1, 0, false},   {129, 17, 9, 64, 8, 1, 0, false},
-      {129, 64, 64, 32, 2, 1, 0, true},    {300, 16, 16, 7, 2, 1, 0, false},    {300, 63, 65, 100, 4, 1, 1, false},
-      {1000, 64, 64, 64, 2, 1, 0, false},  {1000, 16, 8, 64, 4, 2, 1, true},    {1000, 32, 32, 48, 8, 0, 0, false},
-      {1000, 15, 129, 16, 1, 1, 1, false}, {777, 128, 64, 256, 2, 1, 0, false}, {500, 8, 8, 3, 2, 3, 2, false},
+      {1, 16, 16, 64, 1, 1, 0, false},
+      {2, 8, 3, 64, 2, 1, 0, true},
+      {7, 7, 15, 64, 4, 1, 0, false},
+      {63, 64, 64, 64, 2, 1, 0, false},
+      {64, 33, 17, 64, 8, 1, 0, true},
+      {65, 64, 64, 64, 2, 1, 0, false},
+      {65, 31, 64, 64, 4, 1, 0, true},
+      {127, 16, 16, 64, 1, 1, 0, false},
+      {129, 17, 9, 64, 8, 1, 0, false},
+      {129, 64, 64, 32, 2, 1, 0, true},
+      {300, 16, 16, 7, 2, 1, 0, false},
+      {300, 63, 65, 100, 4, 1, 1, false},
+      {kSweepLength, 64, 64, 64, 2, 1, 0, false},
+      {kSweepLength, 16, 8, 64, 4, 2, 1, true},
+      {kSweepLength, 32, 32, 48, 8, 0, 0, false},
+      {kSweepLength, 15, 129, 16, 1, 1, 1, false},
+      {kSweepLength * 7 / 9, 128, 64, 256, 2, 1, 0, false},
+      {500, 8, 8, 3, 2, 3, 2, false},
       {257, 64, 64, 33, 8, 1, 0, true},
   };
 }

@@ -16,6 +16,7 @@
 #include "attnkit/pattern/full.hpp"
 #include "attnkit/pattern/sliding_window.hpp"
 #include "attnkit/reference/attention.hpp"
+#include "support/long_cases.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -151,7 +152,8 @@ class SlidingWindowAttention : public ::testing::TestWithParam<WindowCase> {};
 TEST_P(SlidingWindowAttention, MatchesReference) {
   const SlidingWindow pattern(GetParam().left, GetParam().right);
   for (index_t dim : {1, 16, 33, 64, 129})
-    for (index_t n : {1, 2, 3, 7, 63, 64, 65, 127, 129, 1000}) {
+    for (index_t n : {index_t{1}, index_t{2}, index_t{3}, index_t{7}, index_t{63}, index_t{64}, index_t{65},
+                      index_t{127}, index_t{129}, kSweepLength}) {
       SCOPED_TRACE(::testing::Message() << "n " << n << " D " << dim);
       const AttentionShape shape{1, 1, 1, n, n, dim, dim};
       expect_matches_reference<float>(pattern, shape, InputSet::kNormal, static_cast<std::uint64_t>(n + dim));

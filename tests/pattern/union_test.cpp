@@ -17,6 +17,7 @@
 #include "attnkit/pattern/global.hpp"
 #include "attnkit/pattern/sliding_window.hpp"
 #include "attnkit/pattern/union.hpp"
+#include "support/long_cases.hpp"
 #include "support/pattern_checks.hpp"
 #include "support/test_data.hpp"
 
@@ -109,7 +110,7 @@ TEST(UnionAttention, UnattendedNanDoesNotLeak) {
 }
 
 TEST(UnionAttention, MatchesReference) {
-  for (index_t n : {1, 65, 300, 1000})
+  for (index_t n : {index_t{1}, index_t{65}, index_t{300}, kSweepLength})
     for (index_t dim : {16, 64}) {
       SCOPED_TRACE(::testing::Message() << "n " << n << " D " << dim);
       const Global globals(random_tokens(n, 4, static_cast<std::uint64_t>(n)));

@@ -119,7 +119,8 @@ constexpr bfloat16 to_bfloat16(float x) { return bfloat16{detail::float_to_bfloa
 /// target has it).
 constexpr float16 to_float16(float x) {
 #if defined(__F16C__)
-  if (!std::is_constant_evaluated()) return float16{static_cast<std::uint16_t>(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT))};
+  if (!std::is_constant_evaluated())
+    return float16{static_cast<std::uint16_t>(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT))};
 #endif
   return float16{detail::float_to_float16(x)};
 }

@@ -43,9 +43,13 @@ namespace kernel {
 /// ceil(m / D) stacked blocks, each the Q of a QR of a Gaussian D x D block with the signs of
 /// R's diagonal moved into Q (so Q is Haar-distributed), its rows rescaled by the norms of
 /// independent Gaussian D-vectors (chi-distributed, as the rows of a Gaussian W are); the
-/// last block keeps its first m mod D rows.
-inline std::vector<double> random_feature_matrix(index_t m, index_t dim, bool orthogonal, std::uint64_t seed,
-                                                 std::uint64_t layer, index_t head) {
+/// last block keeps its first m mod D rows. HouseholderQr is the decomposition of the blocks
+/// (Eigen's); being a template parameter, it is instantiated only where features are drawn:
+/// as an inline function this was instantiated in every translation unit including attnkit,
+/// 4-5 s of each one's compile time with GCC 12.
+template <class HouseholderQr = Eigen::HouseholderQR<Eigen::MatrixXd>>
+std::vector<double> random_feature_matrix(index_t m, index_t dim, bool orthogonal, std::uint64_t seed,
+                                          std::uint64_t layer, index_t head) {
   const auto h = static_cast<std::uint64_t>(head);
   std::vector<double> w(static_cast<std::size_t>(m * dim));
   const auto gaussian = [&](index_t entry) {
@@ -60,7 +64,7 @@ inline std::vector<double> random_feature_matrix(index_t m, index_t dim, bool or
     Eigen::MatrixXd g(dim, dim);
     for (index_t r = 0; r < dim; ++r)
       for (index_t d = 0; d < dim; ++d) g(r, d) = gaussian(block * dim * dim + r * dim + d);
-    const Eigen::HouseholderQR<Eigen::MatrixXd> qr(g);
+    const HouseholderQr qr(g);
     Eigen::MatrixXd q = qr.householderQ();
     const Eigen::MatrixXd& r_factor = qr.matrixQR();
     for (index_t c = 0; c < dim; ++c) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <Eigen/QR>
+
 #include "attnkit/core/call.hpp"
 #include "attnkit/core/cost.hpp"
 #include "attnkit/core/errors.hpp"
@@ -77,10 +79,13 @@ struct KernelizedRpe {
   RpeFft fft = RpeFft::kLanes;
 
   /// W of query head `head` for head dimension dim: features x dim, row-major (double).
+  /// (A template of the orthogonal blocks' QR, kernel::random_feature_matrix's, so that the
+  /// QR is compiled only where W is drawn, not in every file including attnkit.)
+  template <class HouseholderQr = Eigen::HouseholderQR<Eigen::MatrixXd>>
   std::vector<double> feature_matrix(index_t head, index_t dim) const {
     check_parameters();
     if (dim < 1) detail::reject("dim", dim, "must be >= 1");
-    return kernel::random_feature_matrix(features, dim, orthogonal, seed, layer, head);
+    return kernel::random_feature_matrix<HouseholderQr>(features, dim, orthogonal, seed, layer, head);
   }
 
   /// Throws attnkit::invalid_argument unless the pattern can run on `shape`.

@@ -21,13 +21,14 @@ namespace detail {
 ///   exp(s_ij - M_i),  o_i = sum_j mu_ij exp(s_ij - M_i) v_j / Z_i, lse_i = M_i + log Z_i,  M_i = max over attended j
 ///   of s_ij (any finite shift gives the
 /// same o_i; the max avoids overflow). Keys with mu_ij = 0 are never read. O(Lq Lk (D + Dv))
-/// time, O(Lk + Dv) extra memory (one row of logits and one accumulator). K and V may hold
+/// time, O(Lk + Dv) extra memory (one row of multiplicities and logits, one accumulator). K and V may hold
 /// another type than Q (Linformer's reference passes its projections in Acc).
 template <class Acc, class T, class KV, AttentionMask M>
 void masked_softmax_rows(const M& mask, const AttentionShape& shape, Acc sigma, const TensorView<const T>& q,
                          const TensorView<const KV>& k, const TensorView<const KV>& v, const TensorView<T>& out,
                          const TensorView<T>* lse) {
   const index_t group = shape.group_size();
+  std::vector<int> multiplicities(static_cast<std::size_t>(shape.kv_len));
   std::vector<Acc> logits(static_cast<std::size_t>(shape.kv_len));
   std::vector<Acc> acc(static_cast<std::size_t>(shape.value_dim));
   for (index_t b = 0; b < shape.batch; ++b) {
@@ -38,7 +39,9 @@ void masked_softmax_rows(const M& mask, const AttentionShape& shape, Acc sigma, 
         Acc max_logit = -std::numeric_limits<Acc>::infinity();
         bool attended_any = false;
         for (index_t j = 0; j < shape.kv_len; ++j) {
-          if (mask.multiplicity(h, i, j) == 0) continue;
+          const int mu = mask.multiplicity(h, i, j);
+          multiplicities[static_cast<std::size_t>(j)] = mu;
+          if (mu == 0) continue;
           const KV* kj = k.row(b, kv_head, j);
           Acc dot = 0;
           for (index_t d = 0; d < shape.head_dim; ++d) dot += static_cast<Acc>(qi[d]) * static_cast<Acc>(kj[d]);
@@ -57,7 +60,7 @@ void masked_softmax_rows(const M& mask, const AttentionShape& shape, Acc sigma, 
         std::fill(acc.begin(), acc.end(), Acc(0));
         Acc z = 0;
         for (index_t j = 0; j < shape.kv_len; ++j) {
-          const int mu = mask.multiplicity(h, i, j);
+          const int mu = multiplicities[static_cast<std::size_t>(j)];
           if (mu == 0) continue;
           const Acc weight = static_cast<Acc>(mu) * std::exp(logits[static_cast<std::size_t>(j)] - max_logit);
           z += weight;
