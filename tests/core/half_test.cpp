@@ -151,34 +151,32 @@ void expect_narrowed_nan(const Format& format, float x, std::uint32_t narrowed) 
   EXPECT_EQ(narrowed & (quiet - 1), (f >> (23 - format.fraction_bits)) & (quiet - 1)) << std::hex << f;
 }
 
-TEST(HalfTypes, NarrowingToBfloat16RoundsToNearestEven) {
+/// narrow(x) (the public conversion) over narrowing_inputs(format): equal to portable(x) bit
+/// for bit, and the nearest value (or a quiet NaN) as the format defines it.
+template <class Narrow, class Portable>
+void expect_rounds_to_nearest_even(const Format& format, Narrow narrow, Portable portable) {
   std::size_t checked = 0;
-  for (const float x : narrowing_inputs(kBfloat16Format)) {
-    const std::uint32_t narrowed = to_bfloat16(x).bits;
-    ASSERT_EQ(narrowed, detail::float_to_bfloat16(x));
+  for (const float x : narrowing_inputs(format)) {
+    const std::uint32_t narrowed = narrow(x);
+    ASSERT_EQ(narrowed, portable(x)) << "hardware and portable differ at " << std::hex << bits_of(x);
     if (std::isnan(x)) {
-      expect_narrowed_nan(kBfloat16Format, x, narrowed);
+      expect_narrowed_nan(format, x, narrowed);
     } else {
-      ASSERT_EQ(narrowed, kBfloat16Format.nearest(x)) << "x = " << x << " (bits " << std::hex << bits_of(x) << ")";
+      ASSERT_EQ(narrowed, format.nearest(x)) << "x = " << x << " (bits " << std::hex << bits_of(x) << ")";
     }
     ++checked;
   }
   EXPECT_GT(checked, 2'000'000u);
 }
 
+TEST(HalfTypes, NarrowingToBfloat16RoundsToNearestEven) {
+  expect_rounds_to_nearest_even(
+      kBfloat16Format, [](float x) { return to_bfloat16(x).bits; }, detail::float_to_bfloat16);
+}
+
 TEST(HalfTypes, NarrowingToFloat16RoundsToNearestEven) {
-  std::size_t checked = 0;
-  for (const float x : narrowing_inputs(kFloat16Format)) {
-    const std::uint32_t narrowed = to_float16(x).bits;
-    ASSERT_EQ(narrowed, detail::float_to_float16(x)) << "hardware and portable differ at " << std::hex << bits_of(x);
-    if (std::isnan(x)) {
-      expect_narrowed_nan(kFloat16Format, x, narrowed);
-    } else {
-      ASSERT_EQ(narrowed, kFloat16Format.nearest(x)) << "x = " << x << " (bits " << std::hex << bits_of(x) << ")";
-    }
-    ++checked;
-  }
-  EXPECT_GT(checked, 2'000'000u);
+  expect_rounds_to_nearest_even(
+      kFloat16Format, [](float x) { return to_float16(x).bits; }, detail::float_to_float16);
 }
 
 TEST(HalfTypes, LandmarksOfTheFormats) {
