@@ -1,5 +1,6 @@
 #pragma once
-// attnkit::attention: the front door. Validates, plans and hands the plan to its executor.
+// attnkit::attention: the front door. Checks element types, validates, plans and hands the
+// plan to its executor.
 
 #include <type_traits>
 
@@ -18,34 +19,69 @@ namespace attnkit {
 
 namespace detail {
 
-/// The AttentionCall of validated views: sigma resolved, and threads from the dense FLOP
-/// count, an O(1) upper bound of the work (the exact cost() of a combination takes O(Hq Lq),
-/// and the bound only decides whether tiny calls stay on the calling thread).
-template <class T>
-AttentionCall<T> make_call(const AttentionShape& shape, const TensorView<const T>& q, const TensorView<const T>& k,
-                           const TensorView<const T>& v, const TensorView<T>& out, const TensorView<T>* lse,
-                           const Options& options) {
-  return AttentionCall<T>{shape,
-                          q,
-                          k,
-                          v,
-                          out,
-                          lse,
-                          static_cast<T>(resolve_scale(options, shape)),
-                          parallel::resolve_threads(options.threads, Full{}.cost(shape).flops),
-                          options.key_lengths};
+/// The element-type rules of a call (docs/SPEC.md section 12), as compile-time errors that
+/// say which rule: q, k, v one element type; out that type, or float for half inputs; lse the
+/// compute type; the pattern able to plan such calls.
+template <class P, class Q, class K, class V, class Out, class Lse>
+consteval bool check_element_types() {
+  using E = std::remove_const_t<Q>;
+  static_assert(ElementType<E>, "attnkit::attention: q, k and v hold float, double, attnkit::bfloat16 or attnkit::float16");
+  static_assert(std::is_same_v<E, std::remove_const_t<K>> && std::is_same_v<E, std::remove_const_t<V>>,
+                "attnkit::attention: q, k and v must have one element type (no mixing, e.g. bfloat16 q with float k: "
+                "convert one of them)");
+  static_assert(!std::is_const_v<Out>, "attnkit::attention: out must view mutable elements");
+  static_assert(std::is_same_v<Out, E> || (HalfType<E> && std::is_same_v<Out, float>),
+                "attnkit::attention: out has the element type of q, k and v, or float when they are bfloat16 or "
+                "float16");
+  if constexpr (ElementType<E>) {
+    static_assert(std::is_same_v<Lse, compute_type_t<E>>,
+                  "attnkit::attention: lse is float for float, bfloat16 and float16 calls, double for double calls");
+    static_assert(PlansFor<P, AttentionCall<compute_type_t<E>, E, Out>>,
+                  "attnkit::attention: this pattern does not plan calls of these element types "
+                  "(WithGlobalProjections<P, T> plans calls whose q, k and v are its own T)");
+  }
+  return true;
 }
 
-template <class T, AttentionPattern P>
-void run_attention(const P& pattern, const TensorView<const T>& q, const TensorView<const T>& k,
-                   const TensorView<const T>& v, const TensorView<T>& out, const TensorView<T>* lse,
-                   const Options& options) {
-  const AttentionShape shape = validate_call<T>(q, k, v, out, lse, options);
+/// Validates the views and runs the pattern: the AttentionCall of q, k, v (element type E,
+/// computed in compute_type_t<E>) and out, with sigma resolved and threads from the dense
+/// FLOP count, an O(1) upper bound of the work (the exact cost() of a combination takes
+/// O(Hq Lq), and the bound only decides whether tiny calls stay on the calling thread).
+template <class E, class Out, AttentionPattern P>
+void run_attention(const P& pattern, const TensorView<const E>& q, const TensorView<const E>& k,
+                   const TensorView<const E>& v, const TensorView<Out>& out,
+                   const TensorView<compute_type_t<E>>* lse, const Options& options) {
+  using T = compute_type_t<E>;
+  const AttentionShape shape = validate_call<E>(q, k, v, out, lse, options);
   validate_key_lengths(KeyPaddedPattern<P>, options, shape);
   const TileShape tiles = TileShape{};
-  const AttentionCall<T> call = make_call<T>(shape, q, k, v, out, lse, options);
+  const AttentionCall<T, E, Out> call{shape,
+                                      q,
+                                      k,
+                                      v,
+                                      out,
+                                      lse,
+                                      static_cast<T>(resolve_scale(options, shape)),
+                                      parallel::resolve_threads(options.threads, Full{}.cost(shape).flops),
+                                      options.key_lengths};
   // Planning validates the pattern against the call (and throws) before anything is written.
   kernel::execute(call, plan_call(pattern, call, tiles), tiles);
+}
+
+/// The lse element type of a call whose q holds Q (compute_type_t, defined for any Q so that
+/// a wrong Q reaches check_element_types' message).
+template <class Q>
+using lse_type_t = std::conditional_t<std::is_same_v<std::remove_const_t<Q>, double>, double, float>;
+
+/// run_attention for views of any constness, once the element types passed the checks.
+template <class P, class Q, class K, class V, class Out, class Lse>
+void front_door(const P& pattern, const TensorView<Q>& q, const TensorView<K>& k, const TensorView<V>& v,
+                const TensorView<Out>& out, const TensorView<Lse>* lse, const Options& options) {
+  if constexpr (check_element_types<P, Q, K, V, Out, Lse>()) {
+    using E = std::remove_const_t<Q>;
+    run_attention<E, Out>(pattern, TensorView<const E>(q), TensorView<const E>(k), TensorView<const E>(v), out, lse,
+                          options);
+  }
 }
 
 }  // namespace detail
@@ -53,41 +89,40 @@ void run_attention(const P& pattern, const TensorView<const T>& q, const TensorV
 /// out[b, h, i, :] = softmax_j over the pattern's attended keys of (scale * <q_i, k_j>) times V
 /// (SPEC.md section 0), for q [B, Hq, Lq, D], k [B, Hk, Lk, D], v [B, Hk, Lk, Dv],
 /// out [B, Hq, Lq, Dv], Hq a multiple of Hk (query head h reads kv head h / (Hq / Hk)).
-/// Rows with no attended key get zeros. Throws attnkit::invalid_argument, with nothing
-/// written, when a shape, stride or option breaks a rule. `out` must not overlap q, k or v.
-template <AttentionPattern P, KernelScalar T>
-requires PlansFor<P, T>
-void attention(const P& pattern, std::type_identity_t<TensorView<const T>> q,
-               std::type_identity_t<TensorView<const T>> k, std::type_identity_t<TensorView<const T>> v,
-               TensorView<T> out, const Options& options = {}) {
-  detail::run_attention<T>(pattern, q, k, v, out, nullptr, options);
+/// Element types (SPEC.md section 12): q, k and v all float, double, bfloat16 or float16; out
+/// of the same type, or float for bfloat16 and float16 inputs (half values widen to float as
+/// they are read; scores, softmax and accumulation run in float, double for double). Mixing
+/// types is a compile-time error. Rows with no attended key get zeros. Throws
+/// attnkit::invalid_argument, with nothing written, when a shape, stride or option breaks a
+/// rule. `out` must not overlap q, k or v.
+template <AttentionPattern P, class Q, class K, class V, class Out>
+void attention(const P& pattern, TensorView<Q> q, TensorView<K> k, TensorView<V> v, TensorView<Out> out,
+               const Options& options = {}) {
+  detail::front_door(pattern, q, k, v, out, static_cast<const TensorView<detail::lse_type_t<Q>>*>(nullptr), options);
 }
 
 /// As above, and also lse[b, h, i, 0] = log sum_j mu_ij exp(s_ij) (natural log; -inf for an
-/// empty row), lse viewed as [B, Hq, Lq, 1] (see attnkit::lse_view), for the kinds that
-/// compute one.
-template <AttentionPattern P, KernelScalar T>
-requires PlansFor<P, T>
-void attention(const P& pattern, std::type_identity_t<TensorView<const T>> q,
-               std::type_identity_t<TensorView<const T>> k, std::type_identity_t<TensorView<const T>> v,
-               TensorView<T> out, TensorView<T> lse, const Options& options = {}) {
-  detail::run_attention<T>(pattern, q, k, v, out, &lse, options);
+/// empty row), lse viewed as [B, Hq, Lq, 1] (see attnkit::lse_view) of the compute type (float,
+/// or double for double calls), for the kinds that compute one.
+template <AttentionPattern P, class Q, class K, class V, class Out, class Lse>
+void attention(const P& pattern, TensorView<Q> q, TensorView<K> k, TensorView<V> v, TensorView<Out> out,
+               TensorView<Lse> lse, const Options& options = {}) {
+  detail::front_door(pattern, q, k, v, out, &lse, options);
 }
 
 /// The same contract for a std::variant of patterns (a Schedule layer): whichever kind it
 /// holds (one visit per call, visit_pattern).
-template <PatternVariant V, KernelScalar T>
-void attention(const V& layer, std::type_identity_t<TensorView<const T>> q, std::type_identity_t<TensorView<const T>> k,
-               std::type_identity_t<TensorView<const T>> v, TensorView<T> out, const Options& options = {}) {
-  visit_pattern(layer, [&](const auto& held) { detail::run_attention<T>(held, q, k, v, out, nullptr, options); });
+template <PatternVariant Layer, class Q, class K, class V, class Out>
+void attention(const Layer& layer, TensorView<Q> q, TensorView<K> k, TensorView<V> v, TensorView<Out> out,
+               const Options& options = {}) {
+  visit_pattern(layer, [&](const auto& held) { attention(held, q, k, v, out, options); });
 }
 
 /// As above, with the log-sum-exp.
-template <PatternVariant V, KernelScalar T>
-void attention(const V& layer, std::type_identity_t<TensorView<const T>> q, std::type_identity_t<TensorView<const T>> k,
-               std::type_identity_t<TensorView<const T>> v, TensorView<T> out, TensorView<T> lse,
-               const Options& options = {}) {
-  visit_pattern(layer, [&](const auto& held) { detail::run_attention<T>(held, q, k, v, out, &lse, options); });
+template <PatternVariant Layer, class Q, class K, class V, class Out, class Lse>
+void attention(const Layer& layer, TensorView<Q> q, TensorView<K> k, TensorView<V> v, TensorView<Out> out,
+               TensorView<Lse> lse, const Options& options = {}) {
+  visit_pattern(layer, [&](const auto& held) { attention(held, q, k, v, out, lse, options); });
 }
 
 }  // namespace attnkit

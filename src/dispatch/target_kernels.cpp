@@ -20,9 +20,9 @@ void attention_entry(const attnkit::dispatch::PatternRef& pattern, const attnkit
   std::visit(
       [&]<class P>(const P* p) {
         if (lse == nullptr) {
-          attnkit::attention<P, T>(*p, q, k, v, out, options);
+          attnkit::attention(*p, q, k, v, out, options);
         } else {
-          attnkit::attention<P, T>(*p, q, k, v, out, *lse, options);
+          attnkit::attention(*p, q, k, v, out, *lse, options);
         }
       },
       pattern);

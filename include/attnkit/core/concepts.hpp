@@ -25,7 +25,7 @@ struct KeyRangeVisitorArchetype {
 };
 }  // namespace detail
 
-/// The element types the kernels are compiled for.
+/// The types the kernels compute in (half elements compute in float: core/call.hpp).
 template <class T>
 concept KernelScalar = std::same_as<T, float> || std::same_as<T, double>;
 
@@ -107,26 +107,27 @@ concept ReachBoundedPlan = KeyTilePlan<Plan> && requires(const Plan& plan, index
 /// the projections; later LSH's sorted occurrences and FFT-RPE's executor). execute(call)
 /// writes out (and lse) for the call it was planned for; it may open the call's one parallel
 /// region and run kernel::TiledPass on derived inputs inside it.
-template <class Plan, class T>
-concept ExecutablePlan = requires(const Plan& plan, const AttentionCall<T>& call) {
+/// `X` is an element type or an AttentionCall type (call_type_t), here and below.
+template <class Plan, class X>
+concept ExecutablePlan = requires(const Plan& plan, const call_type_t<X>& call) {
   plan.execute(call);
 };
 
 /// What a pattern's plan may be: a KeyTilePlan for the tiled driver, or an ExecutablePlan.
 /// The front door dispatches on this (kernel/execute.hpp), never on the pattern's name.
-template <class Plan, class T>
-concept ExecutionPlan = KeyTilePlan<Plan> || ExecutablePlan<Plan, T>;
+template <class Plan, class X>
+concept ExecutionPlan = KeyTilePlan<Plan> || ExecutablePlan<Plan, X>;
 
 /// Planning from the shapes alone (mask-like patterns: cheap and cacheable) ...
-template <class P, class T>
+template <class P, class X>
 concept PlansFromShape = requires(const P& pattern, const AttentionShape& shape, const TileShape& tiles) {
-  { pattern.plan(shape, tiles) } -> ExecutionPlan<T>;
+  { pattern.plan(shape, tiles) } -> ExecutionPlan<X>;
 };
 /// ... or from the call's data (its views, batch and heads: Linformer's projections, LSH's
 /// buckets). A pattern offering both is planned from the call.
-template <class P, class T>
-concept PlansFromCall = requires(const P& pattern, const AttentionCall<T>& call, const TileShape& tiles) {
-  { pattern.plan(call, tiles) } -> ExecutionPlan<T>;
+template <class P, class X>
+concept PlansFromCall = requires(const P& pattern, const call_type_t<X>& call, const TileShape& tiles) {
+  { pattern.plan(call, tiles) } -> ExecutionPlan<X>;
 };
 
 /// A ReorderingPlan whose positions are occurrences of rows rather than the rows themselves
@@ -186,14 +187,15 @@ constexpr BiasScope bias_scope(const Plan&) {
   }
 }
 
-/// A pattern that plans calls of element type T (from the shape or from the call).
-template <class P, class T>
-concept PlansFor = PlansFromShape<P, T> || PlansFromCall<P, T>;
+/// A pattern that plans calls of element type X, or of call type X (from the shape or from
+/// the call).
+template <class P, class X>
+concept PlansFor = PlansFromShape<P, X> || PlansFromCall<P, X>;
 
 /// A pattern: a small copyable value describing which (query, key) pairs interact.
 ///  - plan(shape, tiles) or plan(call, tiles): the execution plan for one call and the
-///    driver's tile geometry, for float and double calls (every kind of the library), or for
-///    the one element type a pattern holds tensors of (WithGlobalProjections<P, T>); never
+///    driver's tile geometry, for calls of every element type (every kind of the library), or
+///    for the one element type a pattern holds tensors of (WithGlobalProjections<P, T>); never
 ///    O(Lq * Lk). Invalid parameters for the call throw attnkit::invalid_argument here, before
 ///    anything is written.
 ///  - cost(shape): attended pairs and FLOP (SPEC.md counts, including work beyond the
@@ -201,7 +203,7 @@ concept PlansFor = PlansFromShape<P, T> || PlansFromCall<P, T>;
 template <class P>
 concept AttentionPattern = std::copyable<P> && requires(const P& pattern, const AttentionShape& shape) {
   { pattern.cost(shape) } -> std::same_as<PatternCost>;
-} &&(PlansFor<P, float> || PlansFor<P, double>);
+} &&(PlansFor<P, float> || PlansFor<P, double> || PlansFor<P, bfloat16> || PlansFor<P, float16>);
 
 /// kAllAlternatives<V, Pred>: V is a std::variant and Pred<P>::value holds for each of its
 /// alternatives P (the front doors' variant concepts are built from it).

@@ -4,6 +4,7 @@
 // and compute in float.
 
 #include <bit>
+#include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <type_traits>
@@ -132,6 +133,42 @@ constexpr T narrow(float x) {
     return to_bfloat16(x);
   } else {
     return to_float16(x);
+  }
+}
+
+/// x as float when it is a half type, else x unchanged (generic code reading any element type).
+template <class T>
+constexpr auto widen(T x) {
+  if constexpr (HalfType<T>) {
+    return to_float(x);
+  } else {
+    return x;
+  }
+}
+
+namespace detail {
+/// x rounded to a float by round-to-odd: the float nearest x toward zero, with its last bit
+/// set when that is inexact. A float keeps 24 significant bits, more than twice a half type's
+/// 11 plus 2, so rounding this float to nearest even gives x correctly rounded to the half
+/// type (no double rounding).
+inline float round_to_odd_float(double x) {
+  float f = static_cast<float>(x);
+  if (static_cast<double>(f) == x || x != x) return f;
+  if (std::abs(static_cast<double>(f)) > std::abs(x)) f = std::nextafter(f, 0.0f);
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(f) | 1u);
+}
+}  // namespace detail
+
+/// x stored as an element of type E: rounded to nearest even for a half type (from double
+/// without double rounding), else converted.
+template <class E, class T>
+E store_as(T x) {
+  if constexpr (HalfType<E> && std::same_as<T, double>) {
+    return narrow<E>(detail::round_to_odd_float(x));
+  } else if constexpr (HalfType<E>) {
+    return narrow<E>(static_cast<float>(x));
+  } else {
+    return static_cast<E>(widen(x));
   }
 }
 

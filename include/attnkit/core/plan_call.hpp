@@ -11,9 +11,9 @@ namespace attnkit {
 
 /// The pattern's plan for `call`: plan(call, tiles) when the pattern plans from data, else
 /// plan(call.shape, tiles).
-template <class T, AttentionPattern P>
-auto plan_call(const P& pattern, const AttentionCall<T>& call, const TileShape& tiles) {
-  if constexpr (PlansFromCall<P, T>) {
+template <class Call, AttentionPattern P>
+auto plan_call(const P& pattern, const Call& call, const TileShape& tiles) {
+  if constexpr (PlansFromCall<P, Call>) {
     return pattern.plan(call, tiles);
   } else {
     return pattern.plan(call.shape, tiles);

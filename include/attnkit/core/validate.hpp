@@ -70,10 +70,10 @@ void require_same_sizes(const char* name, const TensorView<T>& view, const char*
 
 /// Validates q [B,Hq,Lq,D], k [B,Hk,Lk,D], v [B,Hk,Lk,Dv], out [B,Hq,Lq,Dv], optional
 /// lse [B,Hq,Lq,1] and the options; returns the call's shape. Throws attnkit::invalid_argument
-/// naming the first broken rule.
-template <class T>
+/// naming the first broken rule. (Element types are checked at compile time by the front door.)
+template <class T, class Output = T, class Lse = T>
 AttentionShape validate_call(const TensorView<const T>& q, const TensorView<const T>& k, const TensorView<const T>& v,
-                             const TensorView<T>& out, const TensorView<T>* lse, const Options& options) {
+                             const TensorView<Output>& out, const TensorView<Lse>* lse, const Options& options) {
   validate_view("q", q, 1);
   validate_view("k", k, 1);
   validate_view("v", v, 1);

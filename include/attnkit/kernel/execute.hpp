@@ -10,9 +10,9 @@ namespace attnkit::kernel {
 
 /// A KeyTilePlan runs on the tiled online-softmax driver; an ExecutablePlan runs itself
 /// (and may run the tiled driver on derived inputs). No pattern is named here.
-template <class T, class Plan>
-requires ExecutionPlan<Plan, T>
-void execute(const AttentionCall<T>& call, const Plan& plan, const TileShape& tiles) {
+template <class Call, class Plan>
+requires ExecutionPlan<Plan, Call>
+void execute(const Call& call, const Plan& plan, const TileShape& tiles) {
   if constexpr (KeyTilePlan<Plan>) {
     run_tiled(call, plan, tiles);
   } else {

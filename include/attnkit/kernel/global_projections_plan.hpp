@@ -3,6 +3,7 @@
 // (Longformer's separate global projections, SPEC.md section 4).
 
 #include <algorithm>
+#include <concepts>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -54,7 +55,8 @@ void scatter_rows(const std::vector<T>& src, const std::vector<index_t>& tokens,
 /// through `global_plan` (full attention, planned for g rows) over Kg, Vg, whose outputs (and
 /// lse) replace those rows'. The passes take the same per-thread scratch, so each is built by
 /// one thread (Team::single) once the previous one is done. Extra memory: the g gathered rows
-/// of Qg and their outputs, B Hq g (D + Dv + 1) elements, plus the passes' own.
+/// of Qg and their outputs, B Hq g (D + Dv + 1) elements, plus the passes' own. T is the
+/// element type of q, k, v and of the projections.
 template <class T, KeyTilePlan LocalPlan, KeyTilePlan GlobalPlan>
 class GlobalProjectionsPlan {
  public:
@@ -66,15 +68,19 @@ class GlobalProjectionsPlan {
         tokens_(std::move(tokens)),
         tiles_(tiles) {}
 
-  void execute(const AttentionCall<T>& call) const {
+  template <class Call>
+  requires std::same_as<typename Call::input_type, T> && std::same_as<typename Call::key_value_type, T>
+  void execute(const Call& call) const {
+    using Output = typename Call::output_type;
+    using Compute = typename Call::value_type;
     const AttentionShape& shape = call.shape;
     const index_t g = static_cast<index_t>(tokens_.size());
     std::vector<T> queries(static_cast<std::size_t>(shape.batch * shape.q_heads * g * shape.head_dim));
-    std::vector<T> outputs(static_cast<std::size_t>(shape.batch * shape.q_heads * g * shape.value_dim));
-    std::vector<T> lses(static_cast<std::size_t>(shape.batch * shape.q_heads * g));
+    std::vector<Output> outputs(static_cast<std::size_t>(shape.batch * shape.q_heads * g * shape.value_dim));
+    std::vector<Compute> lses(static_cast<std::size_t>(shape.batch * shape.q_heads * g));
     detail::gather_rows(global_.q, tokens_, queries);
-    const TensorView<T> global_lse = bhld(lses.data(), shape.batch, shape.q_heads, g, 1);
-    AttentionCall<T> global_call = call;
+    const TensorView<Compute> global_lse = bhld(lses.data(), shape.batch, shape.q_heads, g, 1);
+    Call global_call = call;
     global_call.shape.q_len = g;
     global_call.q = bhld(static_cast<const T*>(queries.data()), shape.batch, shape.q_heads, g, shape.head_dim);
     global_call.k = global_.k;
@@ -82,8 +88,8 @@ class GlobalProjectionsPlan {
     global_call.out = bhld(outputs.data(), shape.batch, shape.q_heads, g, shape.value_dim);
     global_call.lse = call.lse != nullptr ? &global_lse : nullptr;
 
-    std::optional<TiledPass<T, LocalPlan>> local_pass;
-    std::optional<TiledPass<T, GlobalPlan>> global_pass;
+    std::optional<TiledPass<Call, LocalPlan>> local_pass;
+    std::optional<TiledPass<Call, GlobalPlan>> global_pass;
     parallel::parallel_region(call.threads, [&](parallel::Team& team) {
       team.single([&] { local_pass.emplace(call, local_plan_, tiles_); });
       local_pass->run(team);

@@ -1,6 +1,6 @@
 #pragma once
-// KeyValuePanels<T>: K (and V unless it is read in place) of one (batch, kv head), packed once
-// for every query tile.
+// KeyValuePanels<T, S>: K (and V unless it is read in place) of one (batch, kv head), packed
+// once for every query tile, in T from elements of type S.
 
 #include <algorithm>
 #include <atomic>
@@ -36,17 +36,20 @@ struct ValueRows {
 ///                 tiles use, as in block layouts, are never scanned).
 /// A key range starting inside a tile is read in whole vectors and may run up to one vector
 /// past its panel; the keys buffer carries one vector of slack so that stays in bounds.
+/// K and V hold elements of type S: T itself, or a half type widened to T (float) while
+/// packing, exactly, so the micro-kernels never see half values and V of a half call is
+/// always packed.
 /// Memory: kv_len rounded up to key_rows, times head_dim (+ value_stride unless in place)
-/// elements.
-template <class T>
+/// elements of T.
+template <class T, class S = T>
 class KeyValuePanels {
  public:
   /// key_positions: the keys the plan iterates (Lk, or an OccurrencePlan's extent); V is read
   /// in place only when they are the rows themselves.
-  KeyValuePanels(const AttentionShape& shape, const TileShape& tiles, const TensorView<const T>& v,
+  KeyValuePanels(const AttentionShape& shape, const TileShape& tiles, const TensorView<const S>& v,
                  bool values_in_place, index_t key_positions)
       : v_(v),
-        values_in_place_(values_in_place),
+        values_in_place_(std::is_same_v<S, T> && values_in_place),
         head_dim_(shape.head_dim),
         key_rows_(tiles.key_rows),
         key_positions_(key_positions),
@@ -78,21 +81,25 @@ class KeyValuePanels {
   }
 
   ValueRows<T> value_rows(index_t b, index_t h, index_t first_key) const {
-    if (values_in_place_) return ValueRows<T>{v_.row(b, h, first_key), v_.stride(kSeq)};
+    if constexpr (std::is_same_v<S, T>) {
+      if (values_in_place_) return ValueRows<T>{v_.row(b, h, first_key), v_.stride(kSeq)};
+    }
     return ValueRows<T>{values_ + first_key * value_stride_, value_stride_};
   }
 
   bool has_nonfinite_values(index_t b, index_t h, index_t tile) const {
     std::atomic<unsigned char>& check = value_check_[static_cast<std::size_t>(tile)];
     unsigned char state = check.load(std::memory_order_relaxed);
-    if (state == kUnchecked) {  // in place only; threads asking together store the same answer
-      const index_t first = tile * key_rows_;
-      bool finite = true;
-      for (index_t j = first; j < std::min(first + key_rows_, key_positions_) && finite; ++j) {
-        finite = simd::all_finite(v_.row(b, h, j), v_.dim());
+    if constexpr (std::is_same_v<S, T>) {  // half V is packed, so checked while packing
+      if (state == kUnchecked) {  // in place only; threads asking together store the same answer
+        const index_t first = tile * key_rows_;
+        bool finite = true;
+        for (index_t j = first; j < std::min(first + key_rows_, key_positions_) && finite; ++j) {
+          finite = simd::all_finite(v_.row(b, h, j), v_.dim());
+        }
+        state = finite ? kFinite : kNonfinite;
+        check.store(state, std::memory_order_relaxed);
       }
-      state = finite ? kFinite : kNonfinite;
-      check.store(state, std::memory_order_relaxed);
     }
     return state == kNonfinite;
   }
@@ -104,7 +111,7 @@ class KeyValuePanels {
   /// simd::Unscaled (a SharedQueryKeyPlan's normalised keys).
   /// Tiles are independent: threads may pack different tiles concurrently.
   template <class KeyRow, class KeyScale>
-  void pack_tile(const TensorView<const T>& k, index_t b, index_t h, index_t tile, KeyRow&& key_row,
+  void pack_tile(const TensorView<const S>& k, index_t b, index_t h, index_t tile, KeyRow&& key_row,
                  KeyScale&& key_scale) {
     const index_t first = tile * key_rows_;
     const index_t count = std::min(key_rows_, key_positions_ - first);
@@ -129,7 +136,7 @@ class KeyValuePanels {
   /// chunk per window instead of the whole window). Packed V only. A tile's non-finite flag
   /// then answers for its other rows too, read back from the panel (in cache).
   template <class KeyRow, class KeyScale>
-  void repack_positions(const TensorView<const T>& k, index_t b, index_t h, index_t first, index_t count,
+  void repack_positions(const TensorView<const S>& k, index_t b, index_t h, index_t first, index_t count,
                         KeyRow&& key_row, KeyScale&& key_scale) {
     for (index_t begin = first; begin < first + count;) {
       const index_t tile = begin / key_rows_;
@@ -146,20 +153,45 @@ class KeyValuePanels {
 
  private:
   static constexpr unsigned char kUnchecked = 0, kFinite = 1, kNonfinite = 2;
+  static constexpr index_t kWidenedColumns = 64;
+
+  /// columns[d * key_rows + c] = row(c)[d] (times key_scale(position(c)) unless Unscaled).
+  template <class RowPointer, class Position, class KeyScale>
+  void transpose_keys(index_t rows, index_t cols, RowPointer&& row, T* columns, Position&& position,
+                      KeyScale& key_scale) const {
+    if constexpr (std::is_same_v<std::remove_cvref_t<KeyScale>, simd::Unscaled>) {
+      simd::transpose_rows(rows, cols, row, columns, key_rows_);
+    } else {
+      simd::transpose_rows(rows, cols, row, columns, key_rows_, [&](index_t c) { return key_scale(position(c)); });
+    }
+  }
 
   /// K^T columns and (unless in place) V rows of key positions [first, first + count), inside
   /// one tile; returns whether those V rows are finite (true when V is read in place).
   template <class KeyRow, class KeyScale>
-  bool pack_rows(const TensorView<const T>& k, index_t b, index_t h, index_t first, index_t count, KeyRow& key_row,
+  bool pack_rows(const TensorView<const S>& k, index_t b, index_t h, index_t first, index_t count, KeyRow& key_row,
                  KeyScale& key_scale) {
     const index_t tile = first / key_rows_;
     T* columns = keys_ + tile * key_rows_ * head_dim_ + (first - tile * key_rows_);
-    const auto source = [&](index_t c) { return k.row(b, h, key_row(first + c)); };
-    if constexpr (std::is_same_v<std::remove_cvref_t<KeyScale>, simd::Unscaled>) {
-      simd::transpose_rows(count, head_dim_, source, columns, key_rows_);
+    if constexpr (std::is_same_v<S, T>) {
+      transpose_keys(count, head_dim_, [&](index_t c) { return k.row(b, h, key_row(first + c)); }, columns,
+                     [&](index_t c) { return first + c; }, key_scale);
     } else {
-      simd::transpose_rows(count, head_dim_, source, columns, key_rows_,
-                           [&](index_t c) { return key_scale(first + c); });
+      // Half keys widen kWidth rows by kWidenedColumns columns at a time into a block on the
+      // stack (in L1), which is then transposed like float rows.
+      constexpr index_t kBlock = static_cast<index_t>(simd::kWidth<T>);
+      alignas(64) T widened[kBlock * kWidenedColumns];
+      for (index_t c0 = 0; c0 < count; c0 += kBlock) {
+        const index_t rows = std::min(kBlock, count - c0);
+        for (index_t d0 = 0; d0 < head_dim_; d0 += kWidenedColumns) {
+          const index_t width = std::min(kWidenedColumns, head_dim_ - d0);
+          for (index_t c = 0; c < rows; ++c)
+            simd::widen_row(k.row(b, h, key_row(first + c0 + c)) + d0, width, widened + c * kWidenedColumns);
+          transpose_keys(
+              rows, width, [&](index_t c) { return static_cast<const T*>(widened + c * kWidenedColumns); },
+              columns + d0 * key_rows_ + c0, [&](index_t c) { return first + c0 + c; }, key_scale);
+        }
+      }
     }
     bool finite = true;
     if (values_in_place_) return finite;
@@ -170,7 +202,7 @@ class KeyValuePanels {
     return finite;
   }
 
-  TensorView<const T> v_;
+  TensorView<const S> v_;
   bool values_in_place_;
   index_t head_dim_;
   index_t key_rows_;

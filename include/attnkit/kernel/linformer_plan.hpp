@@ -1,6 +1,8 @@
 #pragma once
 // kernel::LinformerPlan: the executable plan of attnkit::Linformer (SPEC.md section 8).
 
+#include <concepts>
+
 #include "attnkit/core/call.hpp"
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/shape.hpp"
@@ -17,7 +19,7 @@ namespace attnkit::kernel {
 /// calling thread's scratch and reused across calls), then runs the tiled driver with
 /// `projected_plan` (the pattern's choice: full attention over the kp keys) for Q over the
 /// projected keys. Nothing is O(Lq Lk): extra memory is B Hk kp (D + Dv) elements plus the
-/// driver's panels of kp keys.
+/// driver's panels of kp keys. Half K and V widen as they are projected: K', V' are T.
 template <class T, KeyTilePlan ProjectedPlan>
 class LinformerPlan {
  public:
@@ -25,7 +27,9 @@ class LinformerPlan {
                 ProjectedPlan projected_plan)
       : kp_(kp), n_max_(n_max), e_(e), f_(f), tiles_(tiles), projected_plan_(projected_plan) {}
 
-  void execute(const AttentionCall<T>& call) const {
+  template <class Call>
+  requires std::same_as<typename Call::value_type, T>
+  void execute(const Call& call) const {
     const AttentionShape& shape = call.shape;
     T* keys = attnkit::detail::thread_scratch<struct ProjectedKeysTag, T>(shape.batch * shape.kv_heads * kp_ *
                                                                           shape.head_dim);
@@ -33,15 +37,15 @@ class LinformerPlan {
                                                                               shape.value_dim);
     const TensorView<T> projected_keys = bhld(keys, shape.batch, shape.kv_heads, kp_, shape.head_dim);
     const TensorView<T> projected_values = bhld(values, shape.batch, shape.kv_heads, kp_, shape.value_dim);
-    const SequenceProjection<T> projection(kp_, n_max_, e_, f_, call.k, call.v, projected_keys, projected_values,
-                                           call.key_lengths);
+    const SequenceProjection<T, typename Call::key_value_type> projection(
+        kp_, n_max_, e_, f_, call.k, call.v, projected_keys, projected_values, call.key_lengths);
 
-    AttentionCall<T> projected = call;  // softmax(sigma Q K'^T) V' over the kp projected keys
-    projected.shape.kv_len = kp_;
-    projected.k = projected_keys;
-    projected.v = projected_values;
-    projected.key_lengths = {};
-    TiledPass<T, ProjectedPlan> pass(projected, projected_plan_, tiles_);
+    // softmax(sigma Q K'^T) V' over the kp projected keys
+    AttentionShape projected_shape = shape;
+    projected_shape.kv_len = kp_;
+    const AttentionCall<T, typename Call::input_type, typename Call::output_type, T> projected{
+        projected_shape, call.q, projected_keys, projected_values, call.out, call.lse, call.scale, call.threads, {}};
+    TiledPass<decltype(projected), ProjectedPlan> pass(projected, projected_plan_, tiles_);
     parallel::parallel_region(call.threads, [&](parallel::Team& team) {
       team.for_each_dynamic(projection.items(), [&](index_t item) { projection.run_item(item); });
       pass.run(team);  // for_each_dynamic ends with a barrier: every projection is written

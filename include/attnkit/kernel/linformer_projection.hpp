@@ -10,6 +10,7 @@
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/detail/thread_scratch.hpp"
 #include "attnkit/kernel/sequential_gemm.hpp"
+#include "attnkit/simd/convert.hpp"
 
 namespace attnkit::kernel {
 
@@ -28,8 +29,9 @@ struct ProjectionMatrices {
 /// rows are never read: projecting them as zero rows adds nothing). Items are
 /// (batch, kv head, K or V, block of projected rows); each is one GEMM written by one
 /// thread, and the blocks depend on the shape only, so results do not depend on the thread
-/// count.
-template <class T>
+/// count. K and V hold S: T, or a half type whose rows widen to T (float) a block of keys at a
+/// time (no T copy of the whole tensor).
+template <class T, class S = T>
 class SequenceProjection {
  public:
   /// Blocks are as tall as the shape allows while giving at least kMinItems items: Eigen's
@@ -41,8 +43,8 @@ class SequenceProjection {
 
   /// keys_out [B, Hk, kp, D] and values_out [B, Hk, kp, Dv]; key_lengths empty (all Lk <= n_max
   /// rows valid) or one validated length per batch element, viewed for the projection's life.
-  SequenceProjection(index_t kp, index_t n_max, ProjectionMatrices e, ProjectionMatrices f, TensorView<const T> k,
-                     TensorView<const T> v, TensorView<T> keys_out, TensorView<T> values_out,
+  SequenceProjection(index_t kp, index_t n_max, ProjectionMatrices e, ProjectionMatrices f, TensorView<const S> k,
+                     TensorView<const S> v, TensorView<T> keys_out, TensorView<T> values_out,
                      std::span<const index_t> key_lengths)
       : kp_(kp),
         n_max_(n_max),
@@ -66,7 +68,7 @@ class SequenceProjection {
     const bool values = (item / blocks()) % 2 == 1;
     const index_t h = (item / (2 * blocks())) % k_.heads();
     const index_t b = item / (2 * blocks() * k_.heads());
-    const TensorView<const T>& x = values ? v_ : k_;
+    const TensorView<const S>& x = values ? v_ : k_;
     const TensorView<T>& out = values ? values_out_ : keys_out_;
     const float* matrix = (values ? f_ : e_).of(h, kp_, n_max_);
     const index_t first = block * rows_per_item_, rows = std::min(rows_per_item_, kp_ - first);
@@ -76,8 +78,17 @@ class SequenceProjection {
     for (index_t r = 0; r < rows; ++r) std::fill(result + r * ld, result + r * ld + width, T(0));
     if (depth == 0) return;
     const float* lhs = matrix + first * n_max_;
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<S, float>) {
       gemm_accumulate<T>(rows, width, depth, lhs, n_max_, x.row(b, h, 0), x.stride(kSeq), result, ld);
+    } else if constexpr (std::is_same_v<T, float>) {
+      // Half rows widened kKeys at a time (exact) and multiplied in float.
+      constexpr index_t kKeys = 256;
+      T* widened = attnkit::detail::thread_scratch<struct WidenedSequenceTag, T>(kKeys * width);
+      for (index_t c0 = 0; c0 < depth; c0 += kKeys) {
+        const index_t keys = std::min(kKeys, depth - c0);
+        for (index_t c = 0; c < keys; ++c) simd::widen_row(x.row(b, h, c0 + c), width, widened + c * width);
+        gemm_accumulate<T>(rows, width, keys, lhs + c0, n_max_, widened, width, result, ld);
+      }
     } else {
       // The float projection widened to T one column block at a time (exact), so the GEMM
       // runs in T without a T copy of the whole matrix.
@@ -98,7 +109,7 @@ class SequenceProjection {
   index_t kp_, n_max_;
   index_t rows_per_item_ = 1;
   ProjectionMatrices e_, f_;
-  TensorView<const T> k_, v_;
+  TensorView<const S> k_, v_;
   TensorView<T> keys_out_, values_out_;
   std::span<const index_t> key_lengths_;
 };

@@ -18,6 +18,7 @@
 #include "attnkit/kernel/key_value_panels.hpp"
 #include "attnkit/kernel/online_softmax.hpp"
 #include "attnkit/simd/batch.hpp"
+#include "attnkit/simd/convert.hpp"
 #include "attnkit/simd/score_tile.hpp"
 #include "attnkit/simd/value_accumulate.hpp"
 
@@ -38,6 +39,10 @@ bool biases_tile(const Plan& plan, const KeyTile& tile) {
     return false;
   }
 }
+
+/// The K/V panels of a call type: computed in its value_type from its key_value_type.
+template <class Call>
+using CallPanels = KeyValuePanels<typename Call::value_type, typename Call::key_value_type>;
 
 /// A key tile placed at `column` of the score tile.
 struct KeySegment {
@@ -62,18 +67,18 @@ struct QueryTileWorkspace {
   OnlineSoftmax<T> softmax;
   std::vector<KeySegment> segments;  // the key tiles sharing the current score tile
   std::vector<index_t> query_rows;   // the query row behind each position of the tile
-  std::vector<T> result;             // one finished row handed to an OccurrencePlan's sink
+  std::vector<T> result;             // one finished row for an OccurrencePlan's sink or to narrow
 };
 
 /// Step 1 of a query tile, load queries: the rows at query positions [q_begin, q_end) of
-/// query head h (batch b), in the plan's query order, scaled by sigma * log2(e) so that scores
+/// query head h (batch b), in the plan's query order, widened to T and scaled by sigma * log2(e) so that scores
 /// come out in base 2 (SPEC.md section 1), into work.queries; rows up to the padded row count
 /// zero. A SharedQueryKeyPlan's queries are keys of this tile's own windows: they are read
 /// back from the panels, which the scores read next, instead of gathered from Q. Resets the
 /// softmax state; returns the padded row count (a multiple of the micro-kernels' row blocks).
-template <class T, KeyTilePlan Plan>
-index_t load_queries(const AttentionCall<T>& call, const Plan& plan, const KeyValuePanels<T>& panels,
-                     QueryTileWorkspace<T>& work, index_t b, index_t h, index_t q_begin, index_t q_end) {
+template <class Call, KeyTilePlan Plan, class T = typename Call::value_type>
+index_t load_queries(const Call& call, const Plan& plan, const CallPanels<Call>& panels, QueryTileWorkspace<T>& work,
+                     index_t b, index_t h, index_t q_begin, index_t q_end) {
   const index_t head_dim = call.shape.head_dim;
   const index_t rows = q_end - q_begin;
   const index_t padded_rows = attnkit::detail::round_up(rows, std::max(simd::kScoreRowBlock, simd::kValueRowBlock));
@@ -89,8 +94,8 @@ index_t load_queries(const AttentionCall<T>& call, const Plan& plan, const KeyVa
     }
   } else {
     for (index_t r = 0; r < rows; ++r) {
-      const T* q = call.q.row(b, h, work.query_rows[static_cast<std::size_t>(r)]);
-      for (index_t d = 0; d < head_dim; ++d) queries[r * head_dim + d] = q[d] * q_scale;
+      const auto* q = call.q.row(b, h, work.query_rows[static_cast<std::size_t>(r)]);
+      for (index_t d = 0; d < head_dim; ++d) queries[r * head_dim + d] = widen(q[d]) * q_scale;
     }
   }
   std::fill(queries + rows * head_dim, queries + padded_rows * head_dim, T(0));
@@ -103,10 +108,10 @@ index_t load_queries(const AttentionCall<T>& call, const Plan& plan, const KeyVa
 /// on tiles that need a mask and its score bias (BiasedPlan) on the tiles the bias policy
 /// names (its bias_scope: masked tiles, or every tile), -inf in each segment's padding
 /// columns; then the online softmax absorbs the tile and accumulates P V. Clears the segments.
-template <class T, KeyTilePlan Plan>
-void score_segments(const AttentionCall<T>& call, const Plan& plan, const TileShape& tiles,
-                    const KeyValuePanels<T>& panels, QueryTileWorkspace<T>& work, index_t b, index_t h, index_t q_begin,
-                    index_t rows, index_t padded_rows, index_t columns) {
+template <class Call, KeyTilePlan Plan, class T = typename Call::value_type>
+void score_segments(const Call& call, const Plan& plan, const TileShape& tiles, const CallPanels<Call>& panels,
+                    QueryTileWorkspace<T>& work, index_t b, index_t h, index_t q_begin, index_t rows,
+                    index_t padded_rows, index_t columns) {
   constexpr index_t kW = static_cast<index_t>(simd::kWidth<T>);
   const index_t head_dim = call.shape.head_dim;
   const index_t kv_head = h / call.shape.group_size();
@@ -147,19 +152,30 @@ void score_segments(const AttentionCall<T>& call, const Plan& plan, const TileSh
 }
 
 /// Step 3, finish rows: out = O~ / l and lse = ln 2 (m + log2 l) into each row's place (its
-/// query row), or handed to an OccurrencePlan's sink; empty rows get 0 and -inf.
-template <class T, KeyTilePlan Plan>
-void finish_rows(const AttentionCall<T>& call, const Plan& plan, QueryTileWorkspace<T>& work, index_t b, index_t h,
+/// query row; narrowed to the output type of a half call), or handed to an OccurrencePlan's
+/// sink; empty rows get 0 and -inf.
+template <class Call, KeyTilePlan Plan, class T = typename Call::value_type>
+void finish_rows(const Call& call, const Plan& plan, QueryTileWorkspace<T>& work, index_t b, index_t h,
                  index_t q_begin, index_t rows) {
+  using Output = typename Call::output_type;
+  if constexpr (OccurrencePlan<Plan>) {
+    static_assert(std::is_same_v<typename Plan::value_type, T>, "an OccurrencePlan sinks rows of the call's type");
+  }
+  const index_t value_dim = call.shape.value_dim;
   for (index_t r = 0; r < rows; ++r) {
     if constexpr (OccurrencePlan<Plan>) {
-      static_assert(std::is_same_v<typename Plan::value_type, T>, "an OccurrencePlan sinks rows of the call's type");
       T* result = work.result.data();
-      const T lse = work.softmax.finish_row(r, result, call.shape.value_dim);
+      const T lse = work.softmax.finish_row(r, result, value_dim);
       plan.sink(b, h, q_begin + r, static_cast<const T*>(result), lse);
     } else {
       const index_t i = work.query_rows[static_cast<std::size_t>(r)];
-      const T lse = work.softmax.finish_row(r, call.out.row(b, h, i), call.shape.value_dim);
+      T lse;
+      if constexpr (std::is_same_v<Output, T>) {
+        lse = work.softmax.finish_row(r, call.out.row(b, h, i), value_dim);
+      } else {
+        lse = work.softmax.finish_row(r, work.result.data(), value_dim);
+        simd::narrow_row(work.result.data(), value_dim, call.out.row(b, h, i));
+      }
       if (call.lse != nullptr) *call.lse->row(b, h, i) = lse;
     }
   }
@@ -174,10 +190,9 @@ void finish_rows(const AttentionCall<T>& call, const Plan& plan, QueryTileWorksp
 /// and block layouts' 64-key blocks) share one softmax update instead of paying one each.
 /// TiledPass runs it over the panels of a whole (batch, kv head); an executor with panels of
 /// its own may run it too (LSH: one chunk's window at a time, kernel/lsh_plan.hpp).
-template <class T, KeyTilePlan Plan>
-void process_query_tile(const AttentionCall<T>& call, const Plan& plan, const TileShape& tiles,
-                        const KeyValuePanels<T>& panels, QueryTileWorkspace<T>& work, index_t b, index_t h,
-                        index_t q_begin, index_t q_end) {
+template <class Call, KeyTilePlan Plan, class T = typename Call::value_type>
+void process_query_tile(const Call& call, const Plan& plan, const TileShape& tiles, const CallPanels<Call>& panels,
+                        QueryTileWorkspace<T>& work, index_t b, index_t h, index_t q_begin, index_t q_end) {
   constexpr index_t kW = static_cast<index_t>(simd::kWidth<T>);
   const index_t rows = q_end - q_begin;
   const index_t padded_rows = load_queries(call, plan, panels, work, b, h, q_begin, q_end);

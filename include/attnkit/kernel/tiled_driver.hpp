@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "attnkit/core/call.hpp"
@@ -123,11 +124,14 @@ inline std::vector<index_t> heaviest_first(const index_t* heads, index_t head_co
 /// (Linformer: after the team has projected K and V).
 /// Extra memory: one group's panels, (Lk rounded up) x (D + Dv rounded up) elements, plus per
 /// thread O(query_rows x (key_rows + D + Dv)), plus one TileWork per (query head, query tile).
-/// The call's views and the plan must outlive the pass.
-template <class T, KeyTilePlan Plan>
+/// The call's views and the plan must outlive the pass. Half q, k, v widen to T (float) as
+/// query tiles and K/V panels are loaded, and half out rows narrow as they are finished.
+template <class Call, KeyTilePlan Plan>
 class TiledPass {
+  using T = typename Call::value_type;
+
  public:
-  TiledPass(const AttentionCall<T>& call, const Plan& plan, const TileShape& tiles)
+  TiledPass(const Call& call, const Plan& plan, const TileShape& tiles)
       : call_(call),
         plan_(plan),
         tiles_(tiles),
@@ -135,9 +139,10 @@ class TiledPass {
         // V is read in place when its rows are the keys in order (no reordering plan), whole
         // vectors (nothing to pad) and adjacent in memory. Rows a head stride apart (BLHD:
         // H Dv elements, 2 KiB for H = 8, Dv = 64 in float) made full attention 1.35x slower
-        // than packed rows, paired, on a Xeon with AVX-512 (docs/architecture.md).
+        // than packed rows, paired, on a Xeon with AVX-512 (docs/architecture.md). Half V is
+        // always packed (widened).
         panels_(call.shape, tiles, call.v,
-                !ReorderingPlan<Plan> && call.shape.value_dim % static_cast<index_t>(simd::kWidth<T>) == 0 &&
+                !ReorderingPlan<Plan> && std::is_same_v<typename Call::key_value_type, T> && call.shape.value_dim % static_cast<index_t>(simd::kWidth<T>) == 0 &&
                     call.v.stride(kSeq) == call.shape.value_dim,
                 attnkit::key_positions(plan, call.shape)),
         query_tiles_(attnkit::detail::ceil_div(query_positions_, tiles.query_rows)),
@@ -191,19 +196,19 @@ class TiledPass {
     return KeyRange{q_begin, std::min(q_begin + tiles_.query_rows, query_positions_)};
   }
 
-  AttentionCall<T> call_;
+  Call call_;
   const Plan& plan_;
   TileShape tiles_;
   index_t query_positions_;
-  KeyValuePanels<T> panels_;
+  CallPanels<Call> panels_;
   index_t query_tiles_;
   std::vector<detail::TileWork> tile_work_;  // per (query head, query tile)
 };
 
 /// Runs a KeyTilePlan over the whole call in one parallel region (see TiledPass).
-template <class T, KeyTilePlan Plan>
-void run_tiled(const AttentionCall<T>& call, const Plan& plan, const TileShape& tiles) {
-  TiledPass<T, Plan> pass(call, plan, tiles);
+template <class Call, KeyTilePlan Plan>
+void run_tiled(const Call& call, const Plan& plan, const TileShape& tiles) {
+  TiledPass<Call, Plan> pass(call, plan, tiles);
   parallel::parallel_region(call.threads, [&](parallel::Team& team) { pass.run(team); });
 }
 

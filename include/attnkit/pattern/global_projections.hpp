@@ -29,14 +29,16 @@ using GlobalProjections = kernel::GlobalProjections<T>;
 /// (attnkit/global_projections.hpp also takes the projections as an argument). Not a
 /// MaskedPattern: its reference is the pattern's reference on q, k, v with the global rows
 /// replaced by the full reference on Qg, Kg, Vg.
-template <class P, KernelScalar T>
+template <class P, ElementType T>
 requires WithGlobalTokens<P> && PlansFromShape<P, T>
 struct WithGlobalProjections {
   P pattern;
   GlobalProjections<T> global;
 
-  /// The pattern's plan for every row, then full attention for the g global rows.
-  auto plan(const AttentionCall<T>& call, const TileShape& tiles) const {
+  /// The pattern's plan for every row, then full attention for the g global rows (out of
+  /// type T, or float for half tensors).
+  template <class Output>
+  auto plan(const AttentionCall<compute_type_t<T>, T, Output>& call, const TileShape& tiles) const {
     detail::require_same_sizes("global.q", global.q, "q", call.q);
     detail::require_same_sizes("global.k", global.k, "k", call.k);
     detail::require_same_sizes("global.v", global.v, "v", call.v);

@@ -131,8 +131,8 @@ class Linformer {
   }
 
   /// Projection, then full attention over the kp projected keys (Full's plan).
-  template <class T>
-  kernel::LinformerPlan<T, Full::Plan> plan(const AttentionCall<T>& call, const TileShape& tiles) const {
+  template <class T, class... Elements>
+  kernel::LinformerPlan<T, Full::Plan> plan(const AttentionCall<T, Elements...>& call, const TileShape& tiles) const {
     validate(call.shape);
     AttentionShape projected = call.shape;
     projected.kv_len = kp_;

@@ -9,6 +9,7 @@
 
 #include "attnkit/core/index.hpp"
 #include "attnkit/simd/batch.hpp"
+#include "attnkit/simd/convert.hpp"
 
 namespace attnkit::simd {
 
@@ -119,17 +120,22 @@ bool all_finite(const T* x, index_t n) {
   return !xsimd::any(xsimd::isnan(sum)) && tail == tail;
 }
 
-/// dst[0 .. n) = src[0 .. n) and dst[n .. padded) = 0, in vectors (a call to memmove per
-/// short row cost as much as the copy); returns all_finite(src, n) (the row is then in L1).
-/// dst aligned, padded >= n.
-template <class T>
-bool copy_padded_row(const T* src, index_t n, T* dst, index_t padded) {
+/// dst[0 .. n) = src[0 .. n) (widened to T when S is a half type) and dst[n .. padded) = 0,
+/// in vectors (a call to memmove per short row cost as much as the copy); returns whether
+/// the row is finite (all_finite of the copy, which is then in L1). dst aligned, padded >= n.
+template <class T, class S>
+bool copy_padded_row(const S* src, index_t n, T* dst, index_t padded) {
   constexpr index_t kW = static_cast<index_t>(kWidth<T>);
   index_t i = 0;
-  for (; i + kW <= n; i += kW) Batch<T>::load_unaligned(src + i).store_aligned(dst + i);
-  for (; i < n; ++i) dst[i] = src[i];
+  if constexpr (std::is_same_v<S, T>) {
+    for (; i + kW <= n; i += kW) Batch<T>::load_unaligned(src + i).store_aligned(dst + i);
+    for (; i < n; ++i) dst[i] = src[i];
+  } else {
+    widen_row(src, n, dst);
+    i = n;
+  }
   for (; i < padded; ++i) dst[i] = T(0);
-  return all_finite(src, n);
+  return all_finite(dst, n);
 }
 
 }  // namespace attnkit::simd
