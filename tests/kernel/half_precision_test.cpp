@@ -23,8 +23,10 @@
 #include "attnkit/pattern/schedule.hpp"
 #include "attnkit/pattern/union.hpp"
 #include "attnkit/reference/attention.hpp"
+#include "attnkit/reference/lsh.hpp"
 #include "support/accuracy.hpp"
 #include "support/plan_checks.hpp"
+#include "support/rpe_accuracy.hpp"
 #include "support/test_data.hpp"
 
 namespace attnkit::testing {
@@ -199,6 +201,72 @@ TEST(HalfPrecision, ScheduleLayersMatchReference) {
   for (index_t layer = 0; layer < schedule.layers(); ++layer) {
     SCOPED_TRACE("layer " + std::to_string(layer));
     expect_all_types_match(schedule.at(layer), kGroupedShape, InputSet::kNormal, 21);
+  }
+}
+
+/// A half-out call equals the float-out call rounded to nearest even, bit for bit (the kinds
+/// that fold partial results keep them in float and narrow each row once).
+template <class E, class P>
+void expect_half_out_is_rounded_float_out(const P& pattern, const HalfProblem<E>& p, const Tensor<float>& wide,
+                                          const TensorView<const E>& k, Layout layout) {
+  const AttentionShape& s = p.shape;
+  Tensor<E> narrow(s.batch, s.q_heads, s.q_len, s.value_dim, layout);
+  attention(pattern, p.q.cview(), k, p.v.cview(), narrow.view);
+  EXPECT_EQ(converted<float>(narrow, layout).data, converted<float>(converted<E>(wide, layout), layout).data);
+}
+
+/// LSH on half x (shared queries and keys): float out and lse against the reference given the
+/// kernel's bucket ids (Lsh::hash of the half view, which hashes the widened values as the
+/// kernel does; the reference of half views hashes in double, SPEC.md section 12), with the
+/// float tolerances; half out the float out rounded.
+template <class E>
+void expect_lsh_matches(const Lsh& lsh, Layout layout) {
+  const AttentionShape s{2, 2, 2, 300, 300, 48, 40};
+  const HalfProblem<E> p(s, InputSet::kNormal, 101, layout);
+  Tensor<float> out(s.batch, s.q_heads, s.q_len, s.value_dim, layout);
+  Tensor<float> lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD);
+  attention(lsh, p.q.cview(), p.q.cview(), p.v.cview(), out.view, lse.view);
+  Tensor<double> ref(s.batch, s.q_heads, s.q_len, s.value_dim, layout);
+  Tensor<double> ref_lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD);
+  reference::lsh_attention<double>(lsh, lsh.hash<E>(p.q.cview()), p.q64.cview(), p.q64.cview(), p.v64.cview(),
+                                   ref.view, ref_lse.view);
+  EXPECT_TRUE(all_close(converted<double>(out, layout), ref, Tolerance{2e-5 * max_abs(p.v64), 1e-4}));
+  // The self penalty's -1e5 logit in rows alone in their window: lse relative to its size.
+  EXPECT_TRUE(all_close(converted<double>(lse, Layout::kBHLD), ref_lse, Tolerance{2e-5, 2e-5}));
+  expect_half_out_is_rounded_float_out(lsh, p, out, p.q.cview(), layout);
+}
+
+TEST(HalfPrecision, LshMatchesReference) {
+  Lsh lsh;
+  lsh.chunk = 32;
+  lsh.rounds = 2;
+  lsh.seed = 5;
+  expect_lsh_matches<bfloat16>(lsh, Layout::kBHLD);
+  expect_lsh_matches<float16>(lsh, Layout::kBLHD);
+  lsh.causal = true;
+  lsh.rounds = 3;
+  expect_lsh_matches<float16>(lsh, Layout::kBHLD);
+  expect_lsh_matches<bfloat16>(lsh, Layout::kBLHD);
+}
+
+/// Kernelized RPE on half q, k, v: float out within SPEC.md section 11's numerator and
+/// denominator rule of the float64 sums on the widened values; half out the float out rounded.
+template <class E>
+void expect_kernelized_rpe_matches(const KernelizedRpe& rpe, Layout layout) {
+  const AttentionShape s{1, 4, 2, 300, 300, 32, 40};
+  const HalfProblem<E> p(s, InputSet::kNormal, 111, layout);
+  Tensor<float> out(s.batch, s.q_heads, s.q_len, s.value_dim, layout);
+  attention(rpe, p.q.cview(), p.k.cview(), p.v.cview(), out.view);
+  EXPECT_TRUE(rpe_matches_reference<float>(rpe, p.q32.cview(), p.k32.cview(), p.v32.cview(), out.cview()));
+  expect_half_out_is_rounded_float_out(rpe, p, out, p.k.cview(), layout);
+}
+
+TEST(HalfPrecision, KernelizedRpeMatchesReference) {
+  for (const RpeAlgorithm algorithm : {RpeAlgorithm::kFft, RpeAlgorithm::kDirect}) {
+    SCOPED_TRACE(algorithm == RpeAlgorithm::kFft ? "FFT" : "direct");
+    const KernelizedRpe rpe{.features = 16, .causal = algorithm == RpeAlgorithm::kFft, .algorithm = algorithm};
+    expect_kernelized_rpe_matches<bfloat16>(rpe, Layout::kBHLD);
+    expect_kernelized_rpe_matches<float16>(rpe, Layout::kBLHD);
   }
 }
 

@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "attnkit/core/call.hpp"
+#include "attnkit/core/half.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/rpe_bias.hpp"
 #include "attnkit/core/shape.hpp"
@@ -19,6 +22,7 @@
 #include "attnkit/kernel/toeplitz_fft.hpp"
 #include "attnkit/parallel/team.hpp"
 #include "attnkit/simd/batch.hpp"
+#include "attnkit/simd/convert.hpp"
 #include "attnkit/simd/lane_fft.hpp"
 
 namespace attnkit::kernel {
@@ -70,29 +74,53 @@ class KernelizedRpePlan {
 
   bool uses_fft() const { return use_fft_; }
 
-  void execute(const AttentionCall<T>& call) const {
+  /// Half q, k, v widen as features are computed and values read; a half out is accumulated
+  /// in float numerators (B Hq Lq Dv elements of T, the FFT passes fold every feature into
+  /// them) and narrowed as they are divided.
+  template <class Call>
+  requires std::same_as<typename Call::value_type, T> &&
+      std::same_as<typename Call::input_type, typename Call::key_value_type>
+  void execute(const Call& call) const {
+    using Output = typename Call::output_type;
     const AttentionShape& s = call.shape;
     if (s.batch == 0 || s.q_heads == 0 || s.q_len == 0) return;
     if (s.kv_len == 0) {  // no keys: every denominator is 0
       parallel::parallel_region(call.threads, [&](parallel::Team& team) {
         team.for_each_static(s.batch * s.q_heads * s.q_len, [&](index_t row) {
-          T* o = call.out.row(row / (s.q_heads * s.q_len), row / s.q_len % s.q_heads, row % s.q_len);
-          std::fill(o, o + s.value_dim, T(0));
+          Output* o = call.out.row(row / (s.q_heads * s.q_len), row / s.q_len % s.q_heads, row % s.q_len);
+          std::fill(o, o + s.value_dim, store_as<Output>(T(0)));
         });
       });
       return;
     }
+    if constexpr (std::is_same_v<Output, T>) {
+      run(call, call.out);
+    } else {
+      T* numerators = attnkit::detail::thread_scratch<struct RpeNumeratorsTag, T>(s.batch * s.q_heads * s.q_len *
+                                                                                  s.value_dim);
+      const AttentionCall<T, typename Call::input_type, T> staged{
+          s,           call.q,      call.k, call.v, bhld(numerators, s.batch, s.q_heads, s.q_len, s.value_dim),
+          call.lse,    call.scale,  call.threads, call.key_lengths};
+      run(staged, call.out);
+    }
+  }
+
+ private:
+  static constexpr index_t kW = static_cast<index_t>(simd::kWidth<T>);
+
+  /// The phases on `call` (whose out holds T), then o = num / den into `result` (call.out, or
+  /// the half out the numerators narrow into).
+  template <class Call, class Output>
+  void run(const Call& call, const TensorView<Output>& result) const {
+    const AttentionShape& s = call.shape;
     Workspace work(*this, s);
     parallel::parallel_region(call.threads, [&](parallel::Team& team) {
       stabilise(call, work, team);
       if (use_fft_) run_fft(call, work, team);
       if (work.direct_rows > 0) run_direct(call, work, team);
-      team.for_each_static(s.batch * s.q_heads, [&](index_t bh) { divide(call, work, bh); });
+      team.for_each_static(s.batch * s.q_heads, [&](index_t bh) { divide(call, work, bh, result); });
     });
   }
-
- private:
-  static constexpr index_t kW = static_cast<index_t>(simd::kWidth<T>);
 
   /// Shared state of one call.
   struct Workspace {
@@ -152,13 +180,18 @@ class KernelizedRpePlan {
     return std::exp(bias_.at(table, offset) - bias_max_[static_cast<std::size_t>(table)]);
   }
 
-  const T* query_rows(const AttentionCall<T>& call, index_t b, index_t h) const { return call.q.row(b, h, 0); }
-  const T* key_rows(const AttentionCall<T>& call, index_t b, index_t h) const {
+  template <class Call>
+  static const auto* query_rows(const Call& call, index_t b, index_t h) {
+    return call.q.row(b, h, 0);
+  }
+  template <class Call>
+  static const auto* key_rows(const Call& call, index_t b, index_t h) {
     return call.k.row(b, h / call.shape.group_size(), 0);
   }
 
   /// Phase 1.
-  void stabilise(const AttentionCall<T>& call, Workspace& work, parallel::Team& team) const {
+  template <class Call>
+  void stabilise(const Call& call, Workspace& work, parallel::Team& team) const {
     const AttentionShape& s = call.shape;
     const index_t q_blocks = attnkit::detail::ceil_div(s.q_len, kStabiliserRows);
     const index_t per_head = q_blocks + work.key_blocks;
@@ -185,8 +218,8 @@ class KernelizedRpePlan {
       const bool keys = block >= q_blocks;
       const index_t first = (keys ? block - q_blocks : block) * kStabiliserRows;
       const index_t rows = std::min(kStabiliserRows, (keys ? s.kv_len : s.q_len) - first);
-      const TensorView<const T>& view = keys ? call.k : call.q;
-      const T* x = (keys ? key_rows(call, b, h) : query_rows(call, b, h)) + first * view.stride(kSeq);
+      const auto& view = keys ? call.k : call.q;
+      const auto* x = (keys ? key_rows(call, b, h) : query_rows(call, b, h)) + first * view.stride(kSeq);
       T* rho = attnkit::detail::thread_scratch<struct RpeStabiliserRhoTag, T>(
           attnkit::detail::round_up(kStabiliserRows, kW));
       T* half_square = attnkit::detail::thread_scratch<struct RpeStabiliserSquareTag, T>(
@@ -212,8 +245,8 @@ class KernelizedRpePlan {
   struct SideTag {};
   /// Keys: rho and |x'|^2 / 2 + M (TRF: exp(|x'|^2 / 2 - M)); queries: rho and the row's
   /// stabiliser from phase 1 (TRF: 1).
-  template <bool kKeys>
-  SideRows side_rows(const AttentionCall<T>& call, const Workspace& work, index_t b, index_t h) const {
+  template <bool kKeys, class Call>
+  SideRows side_rows(const Call& call, const Workspace& work, index_t b, index_t h) const {
     const AttentionShape& s = call.shape;
     const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
     const index_t rows = kKeys ? s.kv_len : s.q_len, padded = attnkit::detail::round_up(rows, kW);
@@ -233,7 +266,8 @@ class KernelizedRpePlan {
   }
 
   /// Phase 2, FFT path, on the chosen engine.
-  void run_fft(const AttentionCall<T>& call, Workspace& work, parallel::Team& team) const {
+  template <class Call>
+  void run_fft(const Call& call, Workspace& work, parallel::Team& team) const {
     switch (fft_) {
       case RpeFft::kEigen:
         run_fft(call, work, team, EigenFftEngine<T>(work.length));
@@ -249,8 +283,8 @@ class KernelizedRpePlan {
     run_fft(call, work, team, LaneFftEngine<T>(work.twiddles));
   }
 
-  template <class Engine>
-  void run_fft(const AttentionCall<T>& call, Workspace& work, parallel::Team& team, const Engine& engine) const {
+  template <class Call, class Engine>
+  void run_fft(const Call& call, Workspace& work, parallel::Team& team, const Engine& engine) const {
     const AttentionShape& s = call.shape;
     const index_t value_groups = attnkit::detail::ceil_div(s.value_dim, ToeplitzBatch<T>::kColumns);
     const index_t groups = value_groups + 1;  // the last: the denominator
@@ -289,12 +323,15 @@ class KernelizedRpePlan {
   struct GroupColumns {
     Batch low, high;
   };
-  /// The first `width` (<= 2 W) of them at x, zero beyond.
-  static GroupColumns load_columns(const T* x, index_t width) {
-    if (width == ToeplitzBatch<T>::kColumns)
-      return GroupColumns{Batch::load_unaligned(x), Batch::load_unaligned(x + kW)};
+  /// The first `width` (<= 2 W) of them at x, zero beyond (half values widened).
+  template <class S>
+  static GroupColumns load_columns(const S* x, index_t width) {
+    if constexpr (std::is_same_v<S, T>) {
+      if (width == ToeplitzBatch<T>::kColumns)
+        return GroupColumns{Batch::load_unaligned(x), Batch::load_unaligned(x + kW)};
+    }
     alignas(64) T padded[ToeplitzBatch<T>::kColumns] = {};
-    std::copy(x, x + width, padded);
+    simd::widen_row(x, width, padded);
     return GroupColumns{Batch::load_aligned(padded), Batch::load_aligned(padded + kW)};
   }
   static void store_columns(T* x, index_t width, const GroupColumns& value) {
@@ -312,8 +349,8 @@ class KernelizedRpePlan {
   /// out[i][first .. first + 2W) = sum_u phi_q[i][u] (T (phi_k[:, u] * v[:, c]))_i, the
   /// product streamed: its inputs built from v and phi_k as the transform's first pass reads
   /// them, its outputs folded into out as its last pass writes them.
-  template <class Toeplitz>
-  void value_group(const AttentionCall<T>& call, const Workspace& work, const Toeplitz& batch, const T* spectrum,
+  template <class Call, class Toeplitz>
+  void value_group(const Call& call, const Workspace& work, const Toeplitz& batch, const T* spectrum,
                    index_t b, index_t h, index_t first) const {
     const AttentionShape& s = call.shape;
     const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
@@ -356,8 +393,8 @@ class KernelizedRpePlan {
   }
 
   /// den_i = sum_u phi_q[i][u] (T phi_k[:, u])_i, 2 W features per batch.
-  template <class Toeplitz>
-  void denominator_group(const AttentionCall<T>& call, const Workspace& work, const Toeplitz& batch, const T* spectrum,
+  template <class Call, class Toeplitz>
+  void denominator_group(const Call& call, const Workspace& work, const Toeplitz& batch, const T* spectrum,
                          index_t b, index_t h) const {
     const AttentionShape& s = call.shape;
     const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
@@ -395,7 +432,8 @@ class KernelizedRpePlan {
 
   /// Phase 2, direct path (or after the FFT, its directly summed rows): per (batch, head),
   /// phi_k of the keys those rows reach, then query blocks.
-  void run_direct(const AttentionCall<T>& call, Workspace& work, parallel::Team& team) const {
+  template <class Call>
+  void run_direct(const Call& call, Workspace& work, parallel::Team& team) const {
     const AttentionShape& s = call.shape;
     const index_t key_ld = work.key_ld;
     for (index_t bh = 0; bh < s.batch * s.q_heads; ++bh) {
@@ -414,12 +452,13 @@ class KernelizedRpePlan {
     }
   }
 
-  void direct_rows(const AttentionCall<T>& call, const Workspace& work, index_t b, index_t h, index_t block) const {
+  template <class Call>
+  void direct_rows(const Call& call, const Workspace& work, index_t b, index_t h, index_t block) const {
     const AttentionShape& s = call.shape;
     const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
     const index_t m = map.features(), key_ld = work.key_ld, first = block * kDirectRows;
     const index_t rows = std::min(kDirectRows, work.direct_rows - first), shift = s.kv_len - s.q_len;
-    const T* x = query_rows(call, b, h) + first * call.q.stride(kSeq);
+    const auto* x = query_rows(call, b, h) + first * call.q.stride(kSeq);
     T* rho = attnkit::detail::thread_scratch<struct RpeDirectRhoTag, T>(kDirectRows);
     T* amplitude = attnkit::detail::thread_scratch<struct RpeDirectAmplitudeTag, T>(kDirectRows);
     map.row_scales(x, call.q.stride(kSeq), rows, false, rho, amplitude);
@@ -457,15 +496,24 @@ class KernelizedRpePlan {
         }
         den[i] = sum;
       }
-      gemm_accumulate<T>(rows, s.value_dim, keys, scores, keys, call.v.row(b, kv_head, j0), call.v.stride(kSeq), num,
-                         s.value_dim);
+      if constexpr (kReadsComputeType<Call>) {
+        gemm_accumulate<T>(rows, s.value_dim, keys, scores, keys, call.v.row(b, kv_head, j0), call.v.stride(kSeq), num,
+                           s.value_dim);
+      } else {  // half V widened one key block at a time
+        T* values = attnkit::detail::thread_scratch<struct RpeDirectValuesTag, T>(kDirectKeys * s.value_dim);
+        for (index_t j = 0; j < keys; ++j)
+          simd::widen_row(call.v.row(b, kv_head, j0 + j), s.value_dim, values + j * s.value_dim);
+        gemm_accumulate<T>(rows, s.value_dim, keys, scores, keys, values, s.value_dim, num, s.value_dim);
+      }
     }
     for (index_t i = 0; i < rows; ++i)
       std::copy(num + i * s.value_dim, num + (i + 1) * s.value_dim, call.out.row(b, h, first + i));
   }
 
-  /// Phase 3: o_i = num_i / den_i, 0 where den_i is exactly 0.
-  void divide(const AttentionCall<T>& call, const Workspace& work, index_t bh) const {
+  /// Phase 3: o_i = num_i / den_i, 0 where den_i is exactly 0, the numerators in call.out,
+  /// the quotients into `result` (call.out itself, or a half out they narrow into).
+  template <class Call, class Output>
+  void divide(const Call& call, const Workspace& work, index_t bh, const TensorView<Output>& result) const {
     const AttentionShape& s = call.shape;
     const index_t b = bh / s.q_heads, h = bh % s.q_heads;
     const T* den = work.denominator + bh * work.q_stride;
@@ -473,10 +521,11 @@ class KernelizedRpePlan {
       T* o = call.out.row(b, h, i);
       if (den[i] == T(0)) {
         std::fill(o, o + s.value_dim, T(0));
-        continue;
+      } else {
+        const T inverse = T(1) / den[i];
+        for (index_t d = 0; d < s.value_dim; ++d) o[d] *= inverse;
       }
-      const T inverse = T(1) / den[i];
-      for (index_t d = 0; d < s.value_dim; ++d) o[d] *= inverse;
+      if constexpr (!std::is_same_v<Output, T>) simd::narrow_row(o, s.value_dim, result.row(b, h, i));
     }
   }
 

@@ -6,15 +6,18 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "attnkit/core/half.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/rng.hpp"
 #include "attnkit/detail/thread_scratch.hpp"
 #include "attnkit/kernel/sequential_gemm.hpp"
 #include "attnkit/parallel/team.hpp"
 #include "attnkit/simd/argmax.hpp"
+#include "attnkit/simd/convert.hpp"
 
 namespace attnkit::kernel {
 
@@ -82,7 +85,7 @@ constexpr index_t hash_scratch_size(index_t rounds, index_t columns) {
 }
 
 /// Bucket ids of rows [first, last) of one (batch, head): ids[r n + i] for every round r.
-///   x: row i at x + i * x_stride (D elements); rotation: [D x R columns] row-major in T
+///   block: row i at block + (i - first) * x_stride (D elements); rotation: [D x R columns] row-major in T
 ///   (Rot[d][r][c] at d * R columns + r columns + c); scratch: hash_scratch_size elements,
 ///   aligned.
 /// y = x_i^T Rot for the whole block by one GEMM (kernel::gemm_accumulate) into a column-major
@@ -90,13 +93,13 @@ constexpr index_t hash_scratch_size(index_t rounds, index_t columns) {
 /// last - first <= kHashRows. The result depends only on the inputs and the block's rows, so
 /// blocks fixed by position make it thread-count independent.
 template <class T>
-void hash_rows(const T* x, index_t x_stride, index_t first, index_t last, index_t dim, const T* rotation,
+void hash_rows(const T* block, index_t x_stride, index_t first, index_t last, index_t dim, const T* rotation,
                const LshBucketLayout& layout, index_t rounds, index_t n, std::int32_t* ids, T* scratch) {
   const index_t width = rounds * layout.columns;
   const index_t rows = last - first;
   const index_t padded_rows = attnkit::detail::round_up(rows, static_cast<index_t>(simd::kWidth<T>));
   std::fill(scratch, scratch + padded_rows * width, T(0));
-  gemm_accumulate<T, true>(rows, width, dim, x + first * x_stride, x_stride, rotation, width, scratch, padded_rows);
+  gemm_accumulate<T, true>(rows, width, dim, block, x_stride, rotation, width, scratch, padded_rows);
   for (index_t r = 0; r < rounds; ++r) {
     std::int32_t* bucket = ids + r * n + first;
     std::fill(bucket, bucket + rows, std::int32_t{0});
@@ -132,13 +135,25 @@ class LshHasher {
   }
   /// Blocks of kHashRows rows of an n-row head.
   static index_t blocks(index_t n) { return attnkit::detail::ceil_div(n, kHashRows); }
-  /// ids[r n + i] for the rows i of block `block` of head h (row i at x + i * x_stride).
-  void hash_block(const T* x, index_t x_stride, index_t n, index_t h, index_t block, std::int32_t* ids) const {
+  /// ids[r n + i] for the rows i of block `block` of head h (row i at x + i * x_stride, of
+  /// T, or of a half type whose block is first widened exactly to T).
+  template <class S>
+  void hash_block(const S* x, index_t x_stride, index_t n, index_t h, index_t block, std::int32_t* ids) const {
     T* rotated =
         attnkit::detail::thread_scratch<struct LshRotatedTag, T>(hash_scratch_size<T>(rounds_, layout_.columns));
-    const index_t first = block * kHashRows;
-    hash_rows<T>(x, x_stride, first, std::min(n, first + kHashRows), dim_, rotations_.data() + h * dim_ * width_,
-                 layout_, rounds_, n, ids, rotated);
+    const index_t first = block * kHashRows, last = std::min(n, first + kHashRows);
+    const T* rows = nullptr;
+    index_t stride = x_stride;
+    if constexpr (std::is_same_v<S, T>) {
+      rows = x + first * x_stride;
+    } else {
+      T* widened = attnkit::detail::thread_scratch<struct LshWidenedRowsTag, T>(kHashRows * dim_);
+      for (index_t i = first; i < last; ++i) simd::widen_row(x + i * x_stride, dim_, widened + (i - first) * dim_);
+      rows = widened;
+      stride = dim_;
+    }
+    hash_rows<T>(rows, stride, first, last, dim_, rotations_.data() + h * dim_ * width_, layout_, rounds_, n, ids,
+                 rotated);
   }
 
  private:
@@ -152,13 +167,14 @@ class LshHasher {
 /// norms[i] = ||x_i|| and inverse[i] = 1 / ||x_i|| for rows [first, last): the scale of the
 /// unit-normalised key k_i = x_i / ||x_i|| and the factor that turns it back into the query
 /// x_i. A zero row (SPEC.md step 4's guard), or one whose squared norm overflows T (entries
-/// near sqrt of T's largest value), gets 0 for both: a zero key and a zero query.
-template <class T>
-void row_norms(const T* x, index_t x_stride, index_t first, index_t last, index_t dim, T* norms, T* inverse) {
+/// near sqrt of T's largest value), gets 0 for both: a zero key and a zero query. x holds T or
+/// a half type (widened exactly).
+template <class T, class S>
+void row_norms(const S* x, index_t x_stride, index_t first, index_t last, index_t dim, T* norms, T* inverse) {
   for (index_t i = first; i < last; ++i) {
-    const T* row = x + i * x_stride;
+    const S* row = x + i * x_stride;
     T squares = 0;
-    for (index_t d = 0; d < dim; ++d) squares += row[d] * row[d];
+    for (index_t d = 0; d < dim; ++d) squares += widen(row[d]) * widen(row[d]);
     const bool usable = squares > T(0) && squares <= std::numeric_limits<T>::max();
     norms[i] = usable ? std::sqrt(squares) : T(0);
     inverse[i] = usable ? T(1) / norms[i] : T(0);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <limits>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "attnkit/kernel/lsh_hashing.hpp"
 #include "attnkit/kernel/tiled_driver.hpp"
 #include "attnkit/parallel/team.hpp"
+#include "attnkit/simd/convert.hpp"
 #include "attnkit/simd/prefetch.hpp"
 
 namespace attnkit::kernel {
@@ -114,7 +116,8 @@ class LshWindowPlan {
   /// from anywhere in x, V and out): the x and V rows of the chunk entering the window last
   /// (the others were the previous window's, read just before) and its queries' output rows
   /// and running lse. Issued one window ahead, so they arrive while that window computes.
-  void prefetch_rows(const T* x, index_t x_stride, index_t dim, const T* v, index_t v_stride) const {
+  template <class S>
+  void prefetch_rows(const S* x, index_t x_stride, index_t dim, const S* v, index_t v_stride) const {
     const std::int32_t* entering = order_ + sequence_chunk(g_.window() - 1) * g_.chunk;
     for (index_t s = 0; s < g_.chunk; ++s) {
       if (entering[s] == kPaddingSlot) continue;
@@ -244,7 +247,9 @@ struct LshPhaseTimes {
 /// fixed order: results do not depend on the thread count.
 /// Extra memory (T = float, n = 65536, R = 8, D = Dv = 64): ids and sorted order R n int32
 /// each (2 + 2 MiB), 2 n norms, the rotations, without a requested lse a running lse of n,
-/// and per thread one window's panels, window() c (D + Dv) elements.
+/// and per thread one window's panels, window() c (D + Dv) elements. Half q, k, v widen as
+/// they are hashed and packed; a half out is merged in one head's n x Dv float rows (the
+/// rounds fold into it) and narrowed once its last round is in.
 template <class T>
 class LshPlan {
  public:
@@ -252,9 +257,14 @@ class LshPlan {
           const TileShape& tiles)
       : g_(geometry), layout_(std::move(layout)), rotations_(rotations), tiles_(tiles) {}
 
-  void execute(const AttentionCall<T>& call) const { execute(call, nullptr); }
+  template <class Call>
+  requires std::same_as<typename Call::value_type, T>
+  void execute(const Call& call) const { execute(call, nullptr); }
 
-  void execute(const AttentionCall<T>& call, LshPhaseTimes* times) const {
+  template <class Call>
+  requires std::same_as<typename Call::value_type, T>
+  void execute(const Call& call, LshPhaseTimes* times) const {
+    constexpr bool kStagedOutput = !std::is_same_v<typename Call::output_type, T>;
     const AttentionShape& shape = call.shape;
     const index_t n = shape.q_len, heads = shape.q_heads;
     if (n == 0 || shape.batch == 0 || heads == 0) return;
@@ -266,6 +276,8 @@ class LshPlan {
     T* norms = attnkit::detail::thread_scratch<struct LshNormsTag, T>(n);
     T* norms_inverse = attnkit::detail::thread_scratch<struct LshInverseNormsTag, T>(n);
     T* running_lse = call.lse == nullptr ? attnkit::detail::thread_scratch<struct LshRunningLseTag, T>(n) : nullptr;
+    T* staged_output =
+        kStagedOutput ? attnkit::detail::thread_scratch<struct LshStagedOutputTag, T>(n * shape.value_dim) : nullptr;
     if (!g_.hashed) {
       for (index_t i = 0; i < n; ++i) order[i] = static_cast<std::int32_t>(i);
     }
@@ -288,12 +300,12 @@ class LshPlan {
       // This thread's window: its slots, its packed keys and values, its query-tile scratch.
       std::int32_t* window_slots =
           attnkit::detail::thread_scratch<struct LshWindowSlotsTag, std::int32_t>(g_.window_slots());
-      KeyValuePanels<T> panels(shape, window_tiles, call.v, false, g_.window_slots());
+      CallPanels<Call> panels(shape, window_tiles, call.v, false, g_.window_slots());
       QueryTileWorkspace<T> work(shape, window_tiles, panels.value_stride());
       hasher.fill(team);
       for (index_t b = 0; b < shape.batch; ++b) {
         for (index_t h = 0; h < heads; ++h) {
-          const T* x = call.q.row(b, h, 0);
+          const auto* x = call.q.row(b, h, 0);
           const index_t x_stride = call.q.stride(kSeq);
           team.for_each_static(blocks, [&](index_t block) {
             if (g_.hashed) hasher.hash_block(x, x_stride, n, h, block, ids);
@@ -308,7 +320,13 @@ class LshPlan {
             });
           }
           mark(&LshPhaseTimes::sorting);
-          const typename LshWindowPlan<T>::Sink sink{call.out.row(b, h, 0), call.out.stride(kSeq),
+          T* sink_rows = staged_output;
+          index_t sink_stride = shape.value_dim;
+          if constexpr (!kStagedOutput) {
+            sink_rows = call.out.row(b, h, 0);
+            sink_stride = call.out.stride(kSeq);
+          }
+          const typename LshWindowPlan<T>::Sink sink{sink_rows, sink_stride,
                                                      call.lse != nullptr ? call.lse->row(b, h, 0) : running_lse,
                                                      call.lse != nullptr ? call.lse->stride(kSeq) : 1, shape.value_dim};
           for (index_t r = 0; r < g_.rounds; ++r) {
@@ -338,6 +356,11 @@ class LshPlan {
                 process_query_tile(call, window, window_tiles, panels, work, b, h, q_begin,
                                    std::min(q_begin + window_tiles.query_rows, window.query_positions()));
               }
+            });
+          }
+          if constexpr (kStagedOutput) {  // every round is in (the rounds' loops end with a barrier)
+            team.for_each_static(n, [&](index_t i) {
+              simd::narrow_row(staged_output + i * shape.value_dim, shape.value_dim, call.out.row(b, h, i));
             });
           }
           mark(&LshPhaseTimes::attention);

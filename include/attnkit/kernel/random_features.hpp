@@ -6,15 +6,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
 #include <Eigen/QR>
 
+#include "attnkit/core/half.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/rng.hpp"
+#include "attnkit/detail/thread_scratch.hpp"
 #include "attnkit/kernel/sequential_gemm.hpp"
 #include "attnkit/simd/batch.hpp"
+#include "attnkit/simd/convert.hpp"
 #include "attnkit/simd/feature_rows.hpp"
 
 namespace attnkit {
@@ -126,15 +130,17 @@ class FeatureBlocks {
   bool exponential() const { return !trigonometric(); }
 
   /// rho_i and |x'_i|^2 / 2 of rows x[i * stride], i < rows (arrays of rows rounded up to
-  /// kWidth<T>; the padding set to 0).
-  void row_scales(const T* x, index_t stride, index_t rows, bool keys, T* rho, T* half_square) const {
+  /// kWidth<T>; the padding set to 0). Rows of x here and below hold T or a half type (widened
+  /// exactly).
+  template <class S>
+  void row_scales(const S* x, index_t stride, index_t rows, bool keys, T* rho, T* half_square) const {
     constexpr index_t kW = static_cast<index_t>(simd::kWidth<T>);
     const double sign = keys && spec_.scale < 0 ? -1.0 : 1.0;
     const double root = std::sqrt(std::abs(spec_.scale));
     for (index_t i = 0; i < rows; ++i) {
       double square = 0;
       for (index_t d = 0; d < dim_; ++d)
-        square += static_cast<double>(x[i * stride + d]) * static_cast<double>(x[i * stride + d]);
+        square += static_cast<double>(widen(x[i * stride + d])) * static_cast<double>(widen(x[i * stride + d]));
       double r = sign * root;
       if (spec_.map == FeatureMap::kNormalizedPositive) {
         r = 1.0 / (std::max(std::sqrt(square), kNormFloor) * std::sqrt(spec_.temperature));
@@ -147,15 +153,29 @@ class FeatureBlocks {
     std::fill(half_square + rows, half_square + padded, T(0));
   }
 
-  /// projections[u * ld + i] = P[i][u0 + u] for i < rows, u < count (column-major).
-  void project(const T* x, index_t stride, index_t rows, index_t u0, index_t count, T* projections, index_t ld) const {
+  /// projections[u * ld + i] = P[i][u0 + u] for i < rows, u < count (column-major). Half rows
+  /// are widened kWidenedRows at a time into per-thread scratch.
+  template <class S>
+  void project(const S* x, index_t stride, index_t rows, index_t u0, index_t count, T* projections, index_t ld) const {
     for (index_t u = 0; u < count; ++u) std::fill(projections + u * ld, projections + u * ld + rows, T(0));
-    gemm_accumulate<T, true>(rows, count, dim_, x, stride, transposed_.data() + u0, features_, projections, ld);
+    if constexpr (std::is_same_v<S, T>) {
+      gemm_accumulate<T, true>(rows, count, dim_, x, stride, transposed_.data() + u0, features_, projections, ld);
+    } else {
+      constexpr index_t kWidenedRows = 256;
+      T* widened = attnkit::detail::thread_scratch<struct WidenedFeatureRowsTag, T>(kWidenedRows * dim_);
+      for (index_t i0 = 0; i0 < rows; i0 += kWidenedRows) {
+        const index_t block = std::min(kWidenedRows, rows - i0);
+        for (index_t i = 0; i < block; ++i) simd::widen_row(x + (i0 + i) * stride, dim_, widened + i * dim_);
+        gemm_accumulate<T, true>(block, count, dim_, widened, dim_, transposed_.data() + u0, features_,
+                                 projections + i0, ld);
+      }
+    }
   }
 
   /// Query side: the row's largest exponent max_u rho_i P[i][u] (the per-row stabiliser of
   /// PRF/NPRF; 0 for TRF) for rows x[i * stride], i < rows. scratch: rows * features().
-  void query_shifts(const T* x, index_t stride, index_t rows, const T* rho, T* shift, T* scratch) const {
+  template <class S>
+  void query_shifts(const S* x, index_t stride, index_t rows, const T* rho, T* shift, T* scratch) const {
     if (trigonometric()) {
       std::fill(shift, shift + rows, T(0));
       return;
@@ -170,7 +190,8 @@ class FeatureBlocks {
 
   /// Key side: the largest exponent over rows x[i * stride], i < rows (PRF/NPRF:
   /// rho P - |x'|^2 / 2, TRF: |x'|^2 / 2); the head's M is the max over all its rows.
-  T key_max(const T* x, index_t stride, index_t rows, const T* rho, const T* half_square, T* scratch) const {
+  template <class S>
+  T key_max(const S* x, index_t stride, index_t rows, const T* rho, const T* half_square, T* scratch) const {
     T best = -std::numeric_limits<T>::infinity();
     if (trigonometric()) {
       for (index_t i = 0; i < rows; ++i) best = std::max(best, half_square[i]);
@@ -186,7 +207,8 @@ class FeatureBlocks {
   /// (ld >= rows rounded up to kWidth<T>). shift: per-row query shifts (query side) or
   /// half_square + M (key side, exponential maps); amplitude for TRF keys exp(|x'|^2/2 - M)
   /// (1 for TRF queries).
-  void features(const T* x, index_t stride, index_t rows, index_t u0, index_t count, const T* rho,
+  template <class S>
+  void features(const S* x, index_t stride, index_t rows, index_t u0, index_t count, const T* rho,
                 const T* shift_or_amplitude, T* out, index_t ld) const {
     project(x, stride, rows, u0, count, out, ld);
     for (index_t u = 0; u < count; ++u) {

@@ -128,8 +128,8 @@ struct KernelizedRpe {
     return rows;
   }
 
-  template <class T>
-  kernel::KernelizedRpePlan<T> plan(const AttentionCall<T>& call, const TileShape& /*tiles*/) const {
+  template <class T, class... Elements>
+  kernel::KernelizedRpePlan<T> plan(const AttentionCall<T, Elements...>& call, const TileShape& /*tiles*/) const {
     validate(call.shape);
     if (call.lse != nullptr) {
       detail::reject("lse", "given",

@@ -144,8 +144,9 @@ struct Lsh {
   /// The bucket ids of every row and round of q [B, H, n, D] (SPEC.md step 1), computed as
   /// attention computes them (so a reference given these ids meets the kernel's). Threads
   /// from options.threads; the ids do not depend on them.
-  template <KernelScalar T>
+  template <ElementType T>
   LshBucketIds hash(std::type_identity_t<TensorView<const T>> q, const Options& options = {}) const {
+    using Compute = compute_type_t<T>;
     detail::validate_view("q", q, 1);
     if (options.threads < 0) detail::reject("options.threads", options.threads, "must be >= 0 (0 = OpenMP default)");
     const AttentionShape shape{q.batch(), q.heads(), q.heads(), q.seq(), q.seq(), q.dim(), 1};
@@ -153,8 +154,8 @@ struct Lsh {
     const index_t n = q.seq(), dim = q.dim();
     const kernel::LshBucketLayout layout = bucket_layout(n);
     LshBucketIds ids(q.batch(), q.heads(), rounds, n, layout.buckets);
-    kernel::LshHasher<T> hasher(rotation_source(dim, layout), layout, q.heads(), dim, rounds);
-    const index_t blocks = kernel::LshHasher<T>::blocks(n);
+    kernel::LshHasher<Compute> hasher(rotation_source(dim, layout), layout, q.heads(), dim, rounds);
+    const index_t blocks = kernel::LshHasher<Compute>::blocks(n);
     const double flops = 2.0 * static_cast<double>(q.batch() * q.heads() * n * dim * rounds * layout.columns);
     parallel::parallel_region(parallel::resolve_threads(options.threads, flops), [&](parallel::Team& team) {
       hasher.fill(team);
@@ -223,8 +224,8 @@ struct Lsh {
     }
   }
 
-  template <class T>
-  kernel::LshPlan<T> plan(const AttentionCall<T>& call, const TileShape& tiles) const {
+  template <class T, class... Elements>
+  kernel::LshPlan<T> plan(const AttentionCall<T, Elements...>& call, const TileShape& tiles) const {
     validate(call.shape);
     require_shared_keys(call.q, call.k);
     const kernel::LshBucketLayout layout = bucket_layout(call.shape.q_len);
