@@ -30,6 +30,7 @@
 #include "bench_patterns.hpp"
 #include "bench_support.hpp"
 #include "dense_paired_bench.hpp"
+#include "half_precision_bench.hpp"
 #if ATTNKIT_BENCH_DISPATCH
 #include "dispatch_bench.hpp"
 #endif
@@ -247,6 +248,16 @@ int main(int argc, char** argv) try {
     attnkit::bench::write_dispatch_section(out, data, all_threads);
   });
 #endif
+  // Half precision (issue 28): every kind on bfloat16 and float16 against float, paired, and
+  // the bf16 dot-product roof beside the FMA roof.
+  attnkit::bench::g_bf16_roof = attnkit::bench::measure_bf16_roof(all_threads);
+  attnkit::bench::register_half_paired(registry, all_threads, dense_max_n);
+  registry.add_target_rows([=](std::ostream& out, const attnkit::bench::ReportData& data) {
+    attnkit::bench::write_half_targets(out, data, all_threads);
+  });
+  registry.add_section([=](std::ostream& out, const attnkit::bench::ReportData& data) {
+    attnkit::bench::write_half_section(out, data, all_threads);
+  });
   for (const bool causal : {false, true}) {
     register_attnkit(registry, causal, 64, all_threads, dense_max_n);
     register_attnkit(registry, causal, 64, 1, small_max_n);

@@ -6,6 +6,7 @@
 
 #include "attnkit/core/call.hpp"
 #include "attnkit/core/concepts.hpp"
+#include "attnkit/core/element_rules.hpp"
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/plan_call.hpp"
 #include "attnkit/core/tensor_view.hpp"
@@ -19,38 +20,14 @@ namespace attnkit {
 
 namespace detail {
 
-/// The element-type rules of a call (docs/SPEC.md section 12), as compile-time errors that
-/// say which rule: q, k, v one element type; out that type, or float for half inputs; lse the
-/// compute type; the pattern able to plan such calls.
-template <class P, class Q, class K, class V, class Out, class Lse>
-consteval bool check_element_types() {
-  using E = std::remove_const_t<Q>;
-  static_assert(ElementType<E>, "attnkit::attention: q, k and v hold float, double, attnkit::bfloat16 or attnkit::float16");
-  static_assert(std::is_same_v<E, std::remove_const_t<K>> && std::is_same_v<E, std::remove_const_t<V>>,
-                "attnkit::attention: q, k and v must have one element type (no mixing, e.g. bfloat16 q with float k: "
-                "convert one of them)");
-  static_assert(!std::is_const_v<Out>, "attnkit::attention: out must view mutable elements");
-  static_assert(std::is_same_v<Out, E> || (HalfType<E> && std::is_same_v<Out, float>),
-                "attnkit::attention: out has the element type of q, k and v, or float when they are bfloat16 or "
-                "float16");
-  if constexpr (ElementType<E>) {
-    static_assert(std::is_same_v<Lse, compute_type_t<E>>,
-                  "attnkit::attention: lse is float for float, bfloat16 and float16 calls, double for double calls");
-    static_assert(PlansFor<P, AttentionCall<compute_type_t<E>, E, Out>>,
-                  "attnkit::attention: this pattern does not plan calls of these element types "
-                  "(WithGlobalProjections<P, T> plans calls whose q, k and v are its own T)");
-  }
-  return true;
-}
-
 /// Validates the views and runs the pattern: the AttentionCall of q, k, v (element type E,
 /// computed in compute_type_t<E>) and out, with sigma resolved and threads from the dense
 /// FLOP count, an O(1) upper bound of the work (the exact cost() of a combination takes
 /// O(Hq Lq), and the bound only decides whether tiny calls stay on the calling thread).
 template <class E, class Out, AttentionPattern P>
 void run_attention(const P& pattern, const TensorView<const E>& q, const TensorView<const E>& k,
-                   const TensorView<const E>& v, const TensorView<Out>& out,
-                   const TensorView<compute_type_t<E>>* lse, const Options& options) {
+                   const TensorView<const E>& v, const TensorView<Out>& out, const TensorView<compute_type_t<E>>* lse,
+                   const Options& options) {
   using T = compute_type_t<E>;
   const AttentionShape shape = validate_call<E>(q, k, v, out, lse, options);
   validate_key_lengths(KeyPaddedPattern<P>, options, shape);
@@ -67,11 +44,6 @@ void run_attention(const P& pattern, const TensorView<const E>& q, const TensorV
   // Planning validates the pattern against the call (and throws) before anything is written.
   kernel::execute(call, plan_call(pattern, call, tiles), tiles);
 }
-
-/// The lse element type of a call whose q holds Q (compute_type_t, defined for any Q so that
-/// a wrong Q reaches check_element_types' message).
-template <class Q>
-using lse_type_t = std::conditional_t<std::is_same_v<std::remove_const_t<Q>, double>, double, float>;
 
 /// run_attention for views of any constness, once the element types passed the checks.
 template <class P, class Q, class K, class V, class Out, class Lse>

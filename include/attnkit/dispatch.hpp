@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "attnkit/core/concepts.hpp"
+#include "attnkit/core/element_rules.hpp"
+#include "attnkit/core/half.hpp"
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/dispatch/kernel_table.hpp"
@@ -35,13 +37,26 @@ void set_simd_target(SimdTarget target);
 /// The entry points of the current target.
 const KernelTable& kernel_table();
 
-/// The current target's entry point for T.
-template <KernelScalar T>
-AttentionEntry<T> attention_entry() {
-  if constexpr (std::is_same_v<T, float>) {
-    return kernel_table().attention_float;
+/// The current target's entry point for q, k, v of type E and out of type Out.
+template <class E, class Out>
+AttentionEntry<E, Out> attention_entry() {
+  const KernelTable& table = kernel_table();
+  if constexpr (std::is_same_v<E, float>) {
+    return table.attention_float;
+  } else if constexpr (std::is_same_v<E, double>) {
+    return table.attention_double;
+  } else if constexpr (std::is_same_v<E, bfloat16>) {
+    if constexpr (std::is_same_v<Out, float>) {
+      return table.attention_bfloat16_to_float;
+    } else {
+      return table.attention_bfloat16;
+    }
   } else {
-    return kernel_table().attention_double;
+    if constexpr (std::is_same_v<Out, float>) {
+      return table.attention_float16_to_float;
+    } else {
+      return table.attention_float16;
+    }
   }
 }
 
@@ -51,25 +66,37 @@ struct IsDispatchedPattern : std::bool_constant<DispatchedPattern<P>> {};
 template <class P>
 concept DispatchedPatternOrVariant = DispatchedPattern<P> || kAllAlternatives<P, IsDispatchedPattern>;
 
+namespace detail {
+/// The held kind's entry point, once the element types passed attnkit::attention's checks.
+template <class P, class Q, class K, class V, class Out, class Lse>
+void run(const P& pattern, const TensorView<Q>& q, const TensorView<K>& k, const TensorView<V>& v,
+         const TensorView<Out>& out, const TensorView<Lse>* lse, const Options& options) {
+  visit_pattern(pattern, [&]<class Held>(const Held& held) {
+    if constexpr (attnkit::detail::check_element_types<Held, Q, K, V, Out, Lse>()) {
+      using E = std::remove_const_t<Q>;
+      attention_entry<E, Out>()(PatternRef(&held), TensorView<const E>(q), TensorView<const E>(k),
+                                TensorView<const E>(v), out, lse, options);
+    }
+  });
+}
+}  // namespace detail
+
 /// attnkit::attention(pattern, q, k, v, out, options) run by the current target's kernels:
-/// the same contract, and results bitwise identical to attnkit::attention in a program
+/// the same contract and element types (float, double, bfloat16, float16; half calls with
+/// half or float out), and results bitwise identical to attnkit::attention in a program
 /// compiled for that target (-march=x86-64, x86-64-v3, x86-64-v4) with the same -O level.
 /// `pattern` is a registered kind or a Schedule layer holding one.
-template <DispatchedPatternOrVariant P, KernelScalar T>
-void attention(const P& pattern, std::type_identity_t<TensorView<const T>> q,
-               std::type_identity_t<TensorView<const T>> k, std::type_identity_t<TensorView<const T>> v,
-               TensorView<T> out, const Options& options = {}) {
-  visit_pattern(pattern,
-                [&](const auto& held) { attention_entry<T>()(PatternRef(&held), q, k, v, out, nullptr, options); });
+template <DispatchedPatternOrVariant P, class Q, class K, class V, class Out>
+void attention(const P& pattern, TensorView<Q> q, TensorView<K> k, TensorView<V> v, TensorView<Out> out,
+               const Options& options = {}) {
+  detail::run(pattern, q, k, v, out, static_cast<const TensorView<attnkit::detail::lse_type_t<Q>>*>(nullptr), options);
 }
 
 /// As above, with the per-row log-sum-exp (attnkit::attention's second overload).
-template <DispatchedPatternOrVariant P, KernelScalar T>
-void attention(const P& pattern, std::type_identity_t<TensorView<const T>> q,
-               std::type_identity_t<TensorView<const T>> k, std::type_identity_t<TensorView<const T>> v,
-               TensorView<T> out, TensorView<T> lse, const Options& options = {}) {
-  visit_pattern(pattern,
-                [&](const auto& held) { attention_entry<T>()(PatternRef(&held), q, k, v, out, &lse, options); });
+template <DispatchedPatternOrVariant P, class Q, class K, class V, class Out, class Lse>
+void attention(const P& pattern, TensorView<Q> q, TensorView<K> k, TensorView<V> v, TensorView<Out> out,
+               TensorView<Lse> lse, const Options& options = {}) {
+  detail::run(pattern, q, k, v, out, &lse, options);
 }
 
 }  // namespace attnkit::dispatch

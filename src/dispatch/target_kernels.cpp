@@ -12,10 +12,10 @@
 
 namespace {
 
-template <class T>
-void attention_entry(const attnkit::dispatch::PatternRef& pattern, const attnkit::TensorView<const T>& q,
-                     const attnkit::TensorView<const T>& k, const attnkit::TensorView<const T>& v,
-                     const attnkit::TensorView<T>& out, const attnkit::TensorView<T>* lse,
+template <class E, class Out>
+void attention_entry(const attnkit::dispatch::PatternRef& pattern, const attnkit::TensorView<const E>& q,
+                     const attnkit::TensorView<const E>& k, const attnkit::TensorView<const E>& v,
+                     const attnkit::TensorView<Out>& out, const attnkit::TensorView<attnkit::compute_type_t<E>>* lse,
                      const attnkit::Options& options) {
   std::visit(
       [&]<class P>(const P* p) {
@@ -31,7 +31,11 @@ void attention_entry(const attnkit::dispatch::PatternRef& pattern, const attnkit
 }  // namespace
 
 extern "C" const attnkit::dispatch::KernelTable* ATTNKIT_DISPATCH_TABLE() {
-  static const attnkit::dispatch::KernelTable table{attnkit::simd::arch_name(), &attention_entry<float>,
-                                                    &attention_entry<double>};
+  using attnkit::bfloat16;
+  using attnkit::float16;
+  static const attnkit::dispatch::KernelTable table{
+      attnkit::simd::arch_name(),           &attention_entry<float, float>,    &attention_entry<double, double>,
+      &attention_entry<bfloat16, bfloat16>, &attention_entry<bfloat16, float>, &attention_entry<float16, float16>,
+      &attention_entry<float16, float>};
   return &table;
 }

@@ -1,8 +1,9 @@
 // attnkit::dispatch against attnkit::attention compiled in this binary, bit for bit. ctest
 // builds this file three times, with -march=x86-64, x86-64-v3 and x86-64-v4 (and the test
 // preset's other flags), so each binary's header kernels are a "-march build" of one target;
-// the dispatched kernels of that target must give the same bits, for every kind, float and
-// double, with and without the log-sum-exp, on 1 and 2 threads.
+// the dispatched kernels of that target must give the same bits, for every kind and element
+// type (float, double, bfloat16 and float16 with half or float out), with and without the
+// log-sum-exp, on 1 and 2 threads.
 
 #include <gtest/gtest.h>
 
@@ -38,8 +39,10 @@ bool same_bits(const Tensor<T>& a, const Tensor<T>& b) {
   return a.data.size() == b.data.size() && std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(T)) == 0;
 }
 
-template <class T>
+/// E: the element type of q, k, v; Out: of out (E, or float for half E).
+template <class E, class Out = E>
 void expect_bitwise_equal_to_this_build() {
+  using T = compute_type_t<E>;
   if (!runs_on(kThisBuild, simd::detect_cpu_levels()))
     GTEST_SKIP() << "this CPU does not run " << simd_target_name(kThisBuild);
   // ctest sets ATTNKIT_SIMD_TARGET to this build's target, so that the override is what picks
@@ -48,21 +51,22 @@ void expect_bitwise_equal_to_this_build() {
   ASSERT_EQ(dispatch::simd_target(), kThisBuild);
   ASSERT_EQ(std::string(dispatch::kernel_table().arch), std::string(simd::arch_name()));
   const AttentionShape s{1, 4, 4, kDispatchLength, kDispatchLength, 16, 24};
-  const Problem<T> p = make_problem<T>(s, InputSet::kNormal, 33);
+  const Problem<T> source = make_problem<T>(s, InputSet::kNormal, 33);
+  const Tensor<E> q = converted<E>(source.q, Layout::kBHLD), v = converted<E>(source.v, Layout::kBHLD);
   const std::vector<AnyKind> kinds = dispatch_kinds();
   for (std::size_t kind = 0; kind < kinds.size(); ++kind) {
     for (int threads : {1, 2}) {
       const Options options{.threads = threads};
-      Tensor<T> mine(s.batch, s.q_heads, s.q_len, s.value_dim, Layout::kBHLD), dispatched = mine;
+      Tensor<Out> mine(s.batch, s.q_heads, s.q_len, s.value_dim, Layout::kBHLD), dispatched = mine;
       Tensor<T> my_lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD), dispatched_lse = my_lse;
       std::visit(
           [&](const auto& pattern) {
             if constexpr (std::is_same_v<std::decay_t<decltype(pattern)>, KernelizedRpe>) {
-              attention(pattern, p.q.cview(), p.q.cview(), p.v.cview(), mine.view, options);
-              dispatch::attention(pattern, p.q.cview(), p.q.cview(), p.v.cview(), dispatched.view, options);
+              attention(pattern, q.cview(), q.cview(), v.cview(), mine.view, options);
+              dispatch::attention(pattern, q.cview(), q.cview(), v.cview(), dispatched.view, options);
             } else {
-              attention(pattern, p.q.cview(), p.q.cview(), p.v.cview(), mine.view, my_lse.view, options);
-              dispatch::attention(pattern, p.q.cview(), p.q.cview(), p.v.cview(), dispatched.view, dispatched_lse.view,
+              attention(pattern, q.cview(), q.cview(), v.cview(), mine.view, my_lse.view, options);
+              dispatch::attention(pattern, q.cview(), q.cview(), v.cview(), dispatched.view, dispatched_lse.view,
                                   options);
             }
           },
@@ -76,6 +80,14 @@ void expect_bitwise_equal_to_this_build() {
 
 TEST(DispatchMatchesThisBuild, Float) { expect_bitwise_equal_to_this_build<float>(); }
 TEST(DispatchMatchesThisBuild, Double) { expect_bitwise_equal_to_this_build<double>(); }
+TEST(DispatchMatchesThisBuild, Bfloat16) {
+  expect_bitwise_equal_to_this_build<bfloat16>();
+  expect_bitwise_equal_to_this_build<bfloat16, float>();
+}
+TEST(DispatchMatchesThisBuild, Float16) {
+  expect_bitwise_equal_to_this_build<float16>();
+  expect_bitwise_equal_to_this_build<float16, float>();
+}
 
 }  // namespace
 }  // namespace attnkit::testing

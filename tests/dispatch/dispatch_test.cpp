@@ -159,30 +159,39 @@ TEST(DispatchEnvironment, OverrideChoosesTheTargetOrFailsClearly) {
 }
 
 /// Every dispatched kind on every target this CPU runs (as std::variant patterns, a Schedule layer),
-/// float and double, with the lse, against reference::attention (SPEC.md section 11: float atol 2e-5 max|V| and rtol
-/// 1e-4, double 1e-12; the log-sum-exp 2e-5 / 1e-12 absolute). KernelizedRpe takes the direct path, whose positive
-/// features keep every denominator the size of its terms.
-template <class T>
+/// float, double and half (E: q, k, v; Out: out), with the lse, against reference::attention (SPEC.md section 11:
+/// float atol 2e-5 max|V| and rtol 1e-4, double 1e-12; the log-sum-exp 2e-5 / 1e-12 absolute). Half calls compare
+/// with the reference of their values widened to float (exact; LSH then hashes them as the kernels do) and add the
+/// rounding of a half out, 2^-8 (bfloat16) or 2^-11 (float16) relative (SPEC.md section 12). KernelizedRpe takes
+/// the direct path, whose positive features keep every denominator the size of its terms.
+template <class E, class Out = E>
 void expect_every_kind_matches_reference() {
+  using T = compute_type_t<E>;
   const AttentionShape s{2, 4, 4, kDispatchLength, kDispatchLength, 16, 24};
-  const Problem<T> p = make_problem<T>(s, InputSet::kNormal, 21);
-  const double tight = std::is_same_v<T, float> ? 2e-5 : 1e-12, relative = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+  const Problem<T> source = make_problem<T>(s, InputSet::kNormal, 21);
+  const Tensor<E> q = converted<E>(source.q, Layout::kBHLD), v = converted<E>(source.v, Layout::kBHLD);
+  const Tensor<T> wide_q = converted<T>(q, Layout::kBHLD), wide_v = converted<T>(v, Layout::kBHLD);
+  const double tight = std::is_same_v<T, float> ? 2e-5 : 1e-12;
+  const double relative = (std::is_same_v<T, float> ? 1e-4 : 1e-12) + (std::is_same_v<Out, bfloat16>  ? 0x1p-8
+                                                                       : std::is_same_v<Out, float16> ? 0x1p-11
+                                                                                                      : 0.0);
   const std::vector<AnyKind> kinds = dispatch_kinds();
   for (SimdTarget target : dispatch::supported_simd_targets()) {
     dispatch::set_simd_target(target);
     for (std::size_t kind = 0; kind < kinds.size(); ++kind) {
-      Tensor<T> out(s.batch, s.q_heads, s.q_len, s.value_dim, Layout::kBHLD), ref = out;
+      Tensor<Out> out(s.batch, s.q_heads, s.q_len, s.value_dim, Layout::kBHLD);
+      Tensor<T> ref(s.batch, s.q_heads, s.q_len, s.value_dim, Layout::kBHLD);
       Tensor<T> lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD), ref_lse = lse;
       const bool has_lse = !std::holds_alternative<KernelizedRpe>(kinds[kind]);
       if (has_lse) {
-        dispatch::attention(kinds[kind], p.q.cview(), p.q.cview(), p.v.cview(), out.view, lse.view);
-        reference::attention(kinds[kind], p.q.cview(), p.q.cview(), p.v.cview(), ref.view, ref_lse.view);
+        dispatch::attention(kinds[kind], q.cview(), q.cview(), v.cview(), out.view, lse.view);
+        reference::attention(kinds[kind], wide_q.cview(), wide_q.cview(), wide_v.cview(), ref.view, ref_lse.view);
         EXPECT_TRUE(all_close(lse, ref_lse, Tolerance{tight, 0})) << simd_target_name(target) << " kind " << kind;
       } else {
-        dispatch::attention(kinds[kind], p.q.cview(), p.q.cview(), p.v.cview(), out.view);
-        reference::attention(kinds[kind], p.q.cview(), p.q.cview(), p.v.cview(), ref.view);
+        dispatch::attention(kinds[kind], q.cview(), q.cview(), v.cview(), out.view);
+        reference::attention(kinds[kind], wide_q.cview(), wide_q.cview(), wide_v.cview(), ref.view);
       }
-      EXPECT_TRUE(all_close(out, ref, Tolerance{tight * max_abs(p.v), relative}))
+      EXPECT_TRUE(all_close(converted<T>(out, Layout::kBHLD), ref, Tolerance{tight * max_abs(wide_v), relative}))
           << simd_target_name(target) << " kind " << kind;
     }
   }
@@ -190,6 +199,12 @@ void expect_every_kind_matches_reference() {
 
 TEST_F(Dispatch, EveryKindOnEveryTargetMatchesTheReferenceFloat) { expect_every_kind_matches_reference<float>(); }
 TEST_F(Dispatch, EveryKindOnEveryTargetMatchesTheReferenceDouble) { expect_every_kind_matches_reference<double>(); }
+TEST_F(Dispatch, EveryKindOnEveryTargetMatchesTheReferenceHalf) {
+  expect_every_kind_matches_reference<bfloat16>();
+  expect_every_kind_matches_reference<bfloat16, float>();
+  expect_every_kind_matches_reference<float16>();
+  expect_every_kind_matches_reference<float16, float>();
+}
 
 /// The kinds that take Lq != Lk on every target, with shapes that leave tails in every
 /// vector width: D = 5 and Dv = 7 (no whole SSE2 vector), Lq = 37 against Lk = 53, grouped

@@ -1,5 +1,6 @@
 // libFuzzer harness over every registered kind (pattern/kinds.hpp; README "Fuzzing"). Each input
-// decodes to one call (fuzz/fuzz_case.hpp) in float or double; the call must either throw
+// decodes to one call (fuzz/fuzz_case.hpp) in float, double, bfloat16 or float16 (half calls
+// with half or float out); the call must either throw
 // attnkit::invalid_argument with its output buffers untouched, or
 //   - write only its output views (the gaps of padded rows keep their poison),
 //   - give no NaN,
@@ -20,6 +21,7 @@
 
 #include "attnkit/attention.hpp"
 #include "attnkit/core/errors.hpp"
+#include "attnkit/core/half.hpp"
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
@@ -36,13 +38,27 @@
 namespace attnkit::fuzz {
 namespace {
 
+/// The name of an element type in a case's description.
+template <class E>
+constexpr const char* type_name() {
+  if constexpr (std::is_same_v<E, double>) {
+    return "double";
+  } else if constexpr (std::is_same_v<E, bfloat16>) {
+    return "bfloat16";
+  } else if constexpr (std::is_same_v<E, float16>) {
+    return "float16";
+  } else {
+    return "float";
+  }
+}
+
 /// What the case was, for the report of a failure.
-std::string describe(const FuzzKind& kind, bool in_double, const AttentionShape& s, const Options& options,
+std::string describe(const FuzzKind& kind, const std::string& types, const AttentionShape& s, const Options& options,
                      bool with_lse) {
   std::ostringstream text;
-  text << kind.name << (in_double ? " double" : " float") << " B " << s.batch << " Hq " << s.q_heads << " Hk "
-       << s.kv_heads << " Lq " << s.q_len << " Lk " << s.kv_len << " D " << s.head_dim << " Dv " << s.value_dim
-       << " threads " << options.threads << " scale " << (options.scale ? std::to_string(*options.scale) : "default")
+  text << kind.name << " " << types << " B " << s.batch << " Hq " << s.q_heads << " Hk " << s.kv_heads << " Lq "
+       << s.q_len << " Lk " << s.kv_len << " D " << s.head_dim << " Dv " << s.value_dim << " threads "
+       << options.threads << " scale " << (options.scale ? std::to_string(*options.scale) : "default")
        << " key_lengths " << options.key_lengths.size() << (with_lse ? " with lse" : "");
   return text.str();
 }
@@ -204,15 +220,16 @@ bool has_nan(const TensorView<T>& x) {
     for (index_t h = 0; h < x.heads(); ++h)
       for (index_t l = 0; l < x.seq(); ++l)
         for (index_t d = 0; d < x.dim(); ++d)
-          if (std::isnan(x(b, h, l, d))) return true;
+          if (std::isnan(widen(x(b, h, l, d)))) return true;
   return false;
 }
 
 /// attnkit::attention on the layer (with the lse when given); true when it threw
 /// attnkit::invalid_argument.
-template <class T>
-bool rejects(const AnyKind& layer, const TensorView<const T>& q, const TensorView<const T>& k,
-             const TensorView<const T>& v, const TensorView<T>& out, const TensorView<T>* lse, const Options& options) {
+template <class E, class Out, class T>
+bool rejects(const AnyKind& layer, const TensorView<const E>& q, const TensorView<const E>& k,
+             const TensorView<const E>& v, const TensorView<Out>& out, const TensorView<T>* lse,
+             const Options& options) {
   try {
     if (lse != nullptr) {
       attention(layer, q, k, v, out, *lse, options);
@@ -225,8 +242,49 @@ bool rejects(const AnyKind& layer, const TensorView<const T>& q, const TensorVie
   return false;
 }
 
+/// A NaN whose bits the kernels never produce (they make NaN only from NaN inputs, and the
+/// fuzzer gives them none they read), for output cells.
 template <class T>
+T poison_value() {
+  if constexpr (std::is_same_v<T, float>) {
+    return std::bit_cast<float>(std::uint32_t{0x7FC0BEEF});
+  } else if constexpr (std::is_same_v<T, double>) {
+    return std::bit_cast<double>(std::uint64_t{0x7FF8DEADBEEF0001});
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
+    return bfloat16{0x7FEB};
+  } else {
+    return float16{0x7E6B};
+  }
+}
+
+/// A view's elements widened to T (exact), contiguous [B, H, L, D]: what the reference and the
+/// tolerances read for half calls.
+template <class T, class E>
+Buffer<T> widened(const TensorView<E>& x) {
+  Buffer<T> result({x.batch(), x.heads(), x.seq(), x.dim()}, Placement::kBhld, 0, T(0));
+  for (index_t b = 0; b < x.batch(); ++b)
+    for (index_t h = 0; h < x.heads(); ++h)
+      for (index_t l = 0; l < x.seq(); ++l)
+        for (index_t d = 0; d < x.dim(); ++d) result.view(b, h, l, d) = static_cast<T>(widen(x(b, h, l, d)));
+  return result;
+}
+
+/// The relative rounding of an output type (SPEC.md section 12): 0 for float and double.
+template <class Out>
+constexpr double output_rounding() {
+  if constexpr (std::is_same_v<Out, bfloat16>) {
+    return 0x1p-8;
+  } else if constexpr (std::is_same_v<Out, float16>) {
+    return 0x1p-11;
+  } else {
+    return 0.0;
+  }
+}
+
+/// One call with q, k, v of type E and out of type Out (computed in T).
+template <class E, class Out>
 void run_case(ByteReader& in, const FuzzKind& kind, const AttentionShape& s, bool shared_keys, const AnyKind& layer) {
+  using T = compute_type_t<E>;
   index_t pad[5];
   const Placement q_at = decode_placement(in, pad[0]), k_at = decode_placement(in, pad[1]),
                   v_at = decode_placement(in, pad[2]);
@@ -234,31 +292,27 @@ void run_case(ByteReader& in, const FuzzKind& kind, const AttentionShape& s, boo
   const auto set = static_cast<Values>(in.in_range(0, 4));
   const bool with_lse = in.flag();
   const Options options = decode_options(in, kind, s);
-  const std::string case_text = describe(kind, std::is_same_v<T, double>, s, options, with_lse);
+  const std::string case_text =
+      describe(kind, std::string(type_name<E>()) + " -> " + type_name<Out>(), s, options, with_lse);
 
   // Inputs: NaN in every gap; outputs: a NaN whose bits the kernels never produce.
-  const T gap = std::numeric_limits<T>::quiet_NaN();
-  T poison;
-  if constexpr (std::is_same_v<T, float>) {
-    poison = std::bit_cast<float>(std::uint32_t{0x7FC0BEEF});
-  } else {
-    poison = std::bit_cast<double>(std::uint64_t{0x7FF8DEADBEEF0001});
-  }
-  Buffer<T> q({s.batch, s.q_heads, s.q_len, s.head_dim}, q_at, pad[0], gap);
-  Buffer<T> k_own({s.batch, s.kv_heads, s.kv_len, s.head_dim}, k_at, pad[1], gap);
-  Buffer<T> v({s.batch, s.kv_heads, s.kv_len, s.value_dim}, v_at, pad[2], gap);
-  const TensorView<T> k = shared_keys ? q.view : k_own.view;
+  const E gap = store_as<E>(std::numeric_limits<double>::quiet_NaN());
+  Buffer<E> q({s.batch, s.q_heads, s.q_len, s.head_dim}, q_at, pad[0], gap);
+  Buffer<E> k_own({s.batch, s.kv_heads, s.kv_len, s.head_dim}, k_at, pad[1], gap);
+  Buffer<E> v({s.batch, s.kv_heads, s.kv_len, s.value_dim}, v_at, pad[2], gap);
+  const TensorView<E> k = shared_keys ? q.view : k_own.view;
   const double sigma = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(std::max<index_t>(s.head_dim, 1))));
   fill_values(in, set, q.view, k, v.view, sigma == 0 || !std::isfinite(sigma) ? 1.0 : sigma);
   if (!shared_keys) poison_unread_keys(layer, s, options, k, v.view);
 
-  Buffer<T> out({s.batch, s.q_heads, s.q_len, s.value_dim}, out_at, pad[3], poison);
-  Buffer<T> lse({s.batch, s.q_heads, s.q_len, 1}, lse_at, pad[4], poison);
-  const Buffer<T> out_before = out, lse_before = lse;
-  const TensorView<const T> qc = q.view, kc = k, vc = v.view;
+  Buffer<Out> out({s.batch, s.q_heads, s.q_len, s.value_dim}, out_at, pad[3], poison_value<Out>());
+  Buffer<T> lse({s.batch, s.q_heads, s.q_len, 1}, lse_at, pad[4], poison_value<T>());
+  const Buffer<Out> out_before = out;
+  const Buffer<T> lse_before = lse;
+  const TensorView<const E> qc = q.view, kc = k, vc = v.view;
   TensorView<T>* lse_view = with_lse ? &lse.view : nullptr;
 
-  if (rejects<T>(layer, qc, kc, vc, out.view, lse_view, options)) {
+  if (rejects(layer, qc, kc, vc, out.view, lse_view, options)) {
     require(same_storage(out, out_before), "threw attnkit::invalid_argument after writing to out", case_text);
     require(same_storage(lse, lse_before), "threw attnkit::invalid_argument after writing to lse", case_text);
     return;
@@ -268,14 +322,35 @@ void run_case(ByteReader& in, const FuzzKind& kind, const AttentionShape& s, boo
   require(!has_nan(out.view), "NaN in out", case_text);
   require(!with_lse || !has_nan(lse.view), "NaN in lse", case_text);
 
-  // The reference, on the same views.
-  Buffer<T> ref({s.batch, s.q_heads, s.q_len, s.value_dim}, Placement::kBhld, 0, poison);
-  Buffer<T> ref_lse({s.batch, s.q_heads, s.q_len, 1}, Placement::kBhld, 0, poison);
+  // The reference and the tolerances read the inputs in T: a half call's values widened
+  // exactly (LSH's reference then hashes them in float, as the kernels do), and its half out
+  // widened for the comparison.
+  constexpr bool kHalf = !std::is_same_v<E, T>;
+  std::optional<Buffer<T>> q_wide, k_wide, v_wide, out_wide;
+  TensorView<const T> qr, kr, vr, out_read;
+  if constexpr (kHalf) {
+    q_wide.emplace(widened<T>(qc));
+    k_wide.emplace(widened<T>(kc));
+    v_wide.emplace(widened<T>(vc));
+    qr = q_wide->view;
+    kr = shared_keys ? qr : TensorView<const T>(k_wide->view);
+    vr = v_wide->view;
+  } else {
+    qr = qc, kr = kc, vr = vc;
+  }
+  if constexpr (std::is_same_v<Out, T>) {
+    out_read = out.view;
+  } else {
+    out_wide.emplace(widened<T>(out.view));
+    out_read = out_wide->view;
+  }
+  Buffer<T> ref({s.batch, s.q_heads, s.q_len, s.value_dim}, Placement::kBhld, 0, poison_value<T>());
+  Buffer<T> ref_lse({s.batch, s.q_heads, s.q_len, 1}, Placement::kBhld, 0, poison_value<T>());
   try {
     if (with_lse) {
-      reference::attention(layer, qc, kc, vc, ref.view, ref_lse.view, options);
+      reference::attention(layer, qr, kr, vr, ref.view, ref_lse.view, options);
     } else {
-      reference::attention(layer, qc, kc, vc, ref.view, options);
+      reference::attention(layer, qr, kr, vr, ref.view, options);
     }
   } catch (const attnkit::invalid_argument& error) {
     require(false, std::string("the kernel accepted a call the reference rejects: ") + error.what(), case_text);
@@ -290,27 +365,30 @@ void run_case(ByteReader& in, const FuzzKind& kind, const AttentionShape& s, boo
           // data; on fuzzed data (biases spanning e^8, sigma 3) it missed that model's bound by
           // up to ~20x in double with every engine, an open question recorded in
           // docs/architecture.md "Fuzzing". Its outputs still pass every other check here.
+          // A half out's rounding is relative to each output, as the feature rounding is.
           if (!pattern.uses_fft(s, std::numeric_limits<T>::epsilon())) {
-            close = testing::rpe_matches_reference<T>(pattern, qc, kc, vc, out.view, options, false,
-                                                      rpe_feature_rounding<T>(pattern, qc, kc, sigma));
+            close = testing::rpe_matches_reference<T>(
+                pattern, qr, kr, vr, out_read, options, false,
+                rpe_feature_rounding<T>(pattern, qr, kr, sigma) + output_rounding<Out>());
           }
         } else {
           SoftmaxTolerance tolerance;
           if constexpr (std::is_same_v<P, Linformer>) {
-            const LinformerScales scales = linformer_scales(pattern, kc, vc, options);
+            const LinformerScales scales = linformer_scales(pattern, kr, vr, options);
             constexpr double u = std::numeric_limits<T>::epsilon() / 2;
             const double rounding_terms = static_cast<double>(s.head_dim + s.kv_len);
             tolerance = softmax_tolerance<T>(std::max(scales.projected_values, 1e-300),
-                                             std::abs(sigma) * largest_row_norm(qc) * scales.key_norm, rounding_terms,
+                                             std::abs(sigma) * largest_row_norm(qr) * scales.key_norm, rounding_terms,
                                              4 * std::sqrt(static_cast<double>(s.kv_len)) * u * scales.absolute_values);
           } else {
             // Lsh normalises its keys: |k| = 1.
-            const double key_norm = std::is_same_v<P, Lsh> ? 1.0 : largest_row_norm(kc);
-            tolerance = softmax_tolerance<T>(std::max(largest_finite(vc), 1e-300),
-                                             std::abs(sigma) * largest_row_norm(qc) * key_norm,
+            const double key_norm = std::is_same_v<P, Lsh> ? 1.0 : largest_row_norm(kr);
+            tolerance = softmax_tolerance<T>(std::max(largest_finite(vr), 1e-300),
+                                             std::abs(sigma) * largest_row_norm(qr) * key_norm,
                                              static_cast<double>(s.head_dim), 0.0);
           }
-          close = testing::all_close<T>(out.view, ref.view, tolerance.out);
+          tolerance.out.rtol += output_rounding<Out>();
+          close = testing::all_close<T>(out_read, ref.view, tolerance.out);
           if (with_lse) lse_close = testing::all_close<T>(lse.view, ref_lse.view, tolerance.lse);
         }
         require(static_cast<bool>(close), std::string("out differs from the reference ") + close.message(), case_text);
@@ -323,9 +401,10 @@ void run_case(ByteReader& in, const FuzzKind& kind, const AttentionShape& s, boo
   if (options.threads != 1) {
     Options one = options;
     one.threads = 1;
-    Buffer<T> again = out_before, again_lse = lse_before;
+    Buffer<Out> again = out_before;
+    Buffer<T> again_lse = lse_before;
     TensorView<T>* again_lse_view = with_lse ? &again_lse.view : nullptr;
-    require(!rejects<T>(layer, qc, kc, vc, again.view, again_lse_view, one), "rejected on one thread, accepted on more",
+    require(!rejects(layer, qc, kc, vc, again.view, again_lse_view, one), "rejected on one thread, accepted on more",
             case_text);
     require(same_bits(out.view, again.view), "out differs between thread counts", case_text);
     require(!with_lse || same_bits(lse.view, again_lse.view), "lse differs between thread counts", case_text);
@@ -339,7 +418,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace attnkit;
   using namespace attnkit::fuzz;
   ByteReader in(data, size);
-  const bool in_double = in.flag();
+  // The element types: float, double, bfloat16 or float16 (the last two with half or float out).
+  const index_t elements = in.in_range(0, 3);
+  const bool half_out = elements >= 2 && in.flag();
   const FuzzKind& kind =
       fuzz_kinds()[static_cast<std::size_t>(in.in_range(0, static_cast<index_t>(fuzz_kinds().size()) - 1))];
   bool shared_keys = false;
@@ -350,10 +431,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const attnkit::invalid_argument&) {
     return 0;  // a constructor refused its parameters: nothing else to check
   }
-  if (in_double) {
-    run_case<double>(in, kind, shape, shared_keys, *layer);
-  } else {
-    run_case<float>(in, kind, shape, shared_keys, *layer);
+  switch (elements) {
+    case 1:
+      run_case<double, double>(in, kind, shape, shared_keys, *layer);
+      break;
+    case 2:
+      half_out ? run_case<bfloat16, bfloat16>(in, kind, shape, shared_keys, *layer)
+               : run_case<bfloat16, float>(in, kind, shape, shared_keys, *layer);
+      break;
+    case 3:
+      half_out ? run_case<float16, float16>(in, kind, shape, shared_keys, *layer)
+               : run_case<float16, float>(in, kind, shape, shared_keys, *layer);
+      break;
+    default:
+      run_case<float, float>(in, kind, shape, shared_keys, *layer);
   }
   return 0;
 }

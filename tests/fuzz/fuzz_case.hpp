@@ -15,6 +15,7 @@
 
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/errors.hpp"
+#include "attnkit/core/half.hpp"
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/rng.hpp"
 #include "attnkit/core/rpe_bias.hpp"
@@ -394,20 +395,28 @@ void fill_normal(const TensorView<T>& x, std::uint64_t seed, std::uint64_t strea
     for (index_t h = 0; h < x.heads(); ++h)
       for (index_t l = 0; l < x.seq(); ++l)
         for (index_t d = 0; d < x.dim(); ++d)
-          x(b, h, l, d) = static_cast<T>(scale * normal_from_counter(seed, stream, 0, index++));
+          x(b, h, l, d) = store_as<T>(scale * normal_from_counter(seed, stream, 0, index++));
 }
 
-/// Writes `set`'s values into q, k (the same view when keys are shared) and v.
+/// Writes `set`'s values into q, k (the same view when keys are shared) and v, rounded to T.
+/// float16 holds magnitudes up to 65504 only: its scaled sets stay within 2^-14 ... 2^12 (so
+/// N(0, 1) samples stay finite) and its +1e4 offset query at most 6e4.
 template <class T>
 void fill_values(ByteReader& in, Values set, const TensorView<T>& q, const TensorView<T>& k, const TensorView<T>& v,
                  double sigma) {
+  constexpr bool kNarrowRange = std::is_same_v<T, float16>;
   const std::uint64_t seed = in.seed();
   double q_scale = set == Values::kPeaky ? 6.0 : 1.0, k_scale = 1.0, v_scale = 1.0;
   if (set == Values::kScaled) {
-    q_scale = std::ldexp(1.0, static_cast<int>(in.in_range(-30, 12)));
-    k_scale = std::ldexp(1.0, static_cast<int>(in.in_range(-30, 12)));
-    v_scale = std::ldexp(1.0, static_cast<int>(in.in_range(-60, 60)));
+    const auto exponent = [&](index_t lo, index_t hi) {
+      const index_t e = in.in_range(lo, hi);
+      return static_cast<int>(kNarrowRange ? std::clamp<index_t>(e, -14, 12) : e);
+    };
+    q_scale = std::ldexp(1.0, exponent(-30, 12));
+    k_scale = std::ldexp(1.0, exponent(-30, 12));
+    v_scale = std::ldexp(1.0, exponent(-60, 60));
   }
+  const double offset = kNarrowRange ? std::min(1e4 / sigma, 6e4) : 1e4 / sigma;
   fill_normal(q, seed, 1, q_scale);
   if (k.data() != q.data()) fill_normal(k, seed, 2, k_scale);
   fill_normal(v, seed, 3, v_scale);
@@ -416,9 +425,9 @@ void fill_values(ByteReader& in, Values set, const TensorView<T>& q, const Tenso
     for (index_t b = 0; b < x.batch(); ++b)
       for (index_t h = 0; h < x.heads(); ++h)
         for (index_t l = 0; l < x.seq(); ++l) {
-          if (set == Values::kZeroRows && l % 3 == 0) std::fill_n(&x(b, h, l, 0), x.dim(), T(0));
+          if (set == Values::kZeroRows && l % 3 == 0) std::fill_n(&x(b, h, l, 0), x.dim(), store_as<T>(0.0));
           if (set == Values::kOffset && k.data() != q.data()) {
-            x(b, h, l, 0) = x.data() == q.data() ? static_cast<T>(1e4 / sigma) : T(1);
+            x(b, h, l, 0) = store_as<T>(x.data() == q.data() ? offset : 1.0);
           }
         }
   }
@@ -428,8 +437,8 @@ void fill_values(ByteReader& in, Values set, const TensorView<T>& q, const Tenso
 /// a row no query attends, which must not reach any output (SPEC.md section 0).
 template <class T>
 void poison_row(const TensorView<T>& k, const TensorView<T>& v, index_t b, index_t h, index_t j) {
-  const T bad = j % 3 == 0 ? std::numeric_limits<T>::quiet_NaN()
-                           : (j % 3 == 1 ? std::numeric_limits<T>::infinity() : -std::numeric_limits<T>::infinity());
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const T bad = store_as<T>(j % 3 == 0 ? std::numeric_limits<double>::quiet_NaN() : (j % 3 == 1 ? kInf : -kInf));
   std::fill_n(&k(b, h, j, 0), k.dim(), bad);
   std::fill_n(&v(b, h, j, 0), v.dim(), bad);
 }

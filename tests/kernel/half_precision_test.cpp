@@ -17,8 +17,8 @@
 #include "attnkit/attention.hpp"
 #include "attnkit/core/half.hpp"
 #include "attnkit/global_projections.hpp"
-#include "attnkit/pattern/kinds.hpp"
 #include "attnkit/pattern/intersection.hpp"
+#include "attnkit/pattern/kinds.hpp"
 #include "attnkit/pattern/per_head.hpp"
 #include "attnkit/pattern/schedule.hpp"
 #include "attnkit/pattern/union.hpp"
@@ -44,19 +44,6 @@ constexpr double output_rounding() {
   } else {
     return 0.0;
   }
-}
-
-/// x with each element converted to To (rounded to nearest even for a half type, exact when
-/// widening), in the same layout.
-template <class To, class From>
-Tensor<To> converted(const Tensor<From>& x, Layout layout) {
-  const TensorView<From>& v = x.view;
-  Tensor<To> result(v.batch(), v.heads(), v.seq(), v.dim(), layout);
-  for (index_t b = 0; b < v.batch(); ++b)
-    for (index_t h = 0; h < v.heads(); ++h)
-      for (index_t l = 0; l < v.seq(); ++l)
-        for (index_t d = 0; d < v.dim(); ++d) result.at(b, h, l, d) = store_as<To>(widen(v(b, h, l, d)));
-  return result;
 }
 
 /// A call's inputs rounded to E, and those values widened exactly to float and double.
@@ -106,8 +93,8 @@ void expect_half_matches_reference(const P& pattern, const AttentionShape& s, In
   if constexpr (std::is_same_v<Out, float> && MaskedPattern<P>) {
     if (set != InputSet::kOffset) {
       Tensor<float> naive(s.batch, s.q_heads, s.q_len, s.value_dim, layout);
-      reference::detail::dense_attention<float, float>(pattern, p.q32.cview(), p.k32.cview(), p.v32.cview(),
-                                                       naive.view, nullptr, options);
+      reference::detail::dense_attention<float, float>(pattern, p.q32.cview(), p.k32.cview(), p.v32.cview(), naive.view,
+                                                       nullptr, options);
       const double naive_error = rms_difference(converted<double>(naive, layout), ref);
       EXPECT_LE(rms_difference(out64, ref), 2 * naive_error + 1e-6) << "naive float RMS error " << naive_error;
     }
@@ -192,9 +179,7 @@ TEST(HalfPrecision, CombinatorsMatchReference) {
                       false);
 }
 
-TEST(HalfPrecision, LinformerMatchesReference) {
-  expect_kind_matches(Linformer::gaussian(48, 300, 1, 5));
-}
+TEST(HalfPrecision, LinformerMatchesReference) { expect_kind_matches(Linformer::gaussian(48, 300, 1, 5)); }
 
 TEST(HalfPrecision, ScheduleLayersMatchReference) {
   const auto schedule = Schedule::masformer(2, 1, SlidingWindow::causal(32));
@@ -228,8 +213,8 @@ void expect_lsh_matches(const Lsh& lsh, Layout layout) {
   attention(lsh, p.q.cview(), p.q.cview(), p.v.cview(), out.view, lse.view);
   Tensor<double> ref(s.batch, s.q_heads, s.q_len, s.value_dim, layout);
   Tensor<double> ref_lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD);
-  reference::lsh_attention<double>(lsh, lsh.hash<E>(p.q.cview()), p.q64.cview(), p.q64.cview(), p.v64.cview(),
-                                   ref.view, ref_lse.view);
+  reference::lsh_attention<double>(lsh, lsh.hash<E>(p.q.cview()), p.q64.cview(), p.q64.cview(), p.v64.cview(), ref.view,
+                                   ref_lse.view);
   EXPECT_TRUE(all_close(converted<double>(out, layout), ref, Tolerance{2e-5 * max_abs(p.v64), 1e-4}));
   // The self penalty's -1e5 logit in rows alone in their window: lse relative to its size.
   EXPECT_TRUE(all_close(converted<double>(lse, Layout::kBHLD), ref_lse, Tolerance{2e-5, 2e-5}));
@@ -396,12 +381,11 @@ TEST(HalfPrecision, BadInputIsRejectedAndNothingWritten) {
                           "k.sizes[dim] = 4");
   EXPECT_TRUE(unchanged());
   Tensor<float> wrong_lse(1, 2, 15, 1, Layout::kBHLD);
-  expect_invalid_argument(
-      [&] { attention(Full{}, p.q.cview(), p.k.cview(), p.v.cview(), out.view, wrong_lse.view); },
-      "lse.sizes[seq] = 15");
+  expect_invalid_argument([&] { attention(Full{}, p.q.cview(), p.k.cview(), p.v.cview(), out.view, wrong_lse.view); },
+                          "lse.sizes[seq] = 15");
   EXPECT_TRUE(unchanged());
-  expect_invalid_argument(
-      [&] { attention(SlidingWindow(-1, 2), p.q.cview(), p.k.cview(), p.v.cview(), out.view); }, "left");
+  expect_invalid_argument([&] { attention(SlidingWindow(-1, 2), p.q.cview(), p.k.cview(), p.v.cview(), out.view); },
+                          "left");
   EXPECT_TRUE(unchanged());
 }
 

@@ -1,8 +1,8 @@
 // Concurrent callers: 8 std::threads call attnkit::attention at once with every kind, several
-// shapes and thread counts, from outside and from inside OpenMP regions of their own; every
-// result must equal, bit for bit, the same call made alone on one thread (Options::threads
-// promises identical results for every thread count). Built as its own binary so that the
-// tsan preset can build and run it alone under ThreadSanitizer (README "Concurrency").
+// shapes, element types (float; bfloat16 in and out; float16 in, float out) and thread counts, from outside and from
+// inside OpenMP regions of their own; every result must equal, bit for bit, the same call made alone on one thread
+// (Options::threads promises identical results for every thread count). Built as its own binary so that the tsan preset
+// can build and run it alone under ThreadSanitizer (README "Concurrency").
 
 #include <gtest/gtest.h>
 
@@ -32,35 +32,54 @@ inline constexpr int kRounds = 2;
 /// OpenMP threads of the region a caller opens around its calls when a job says so.
 inline constexpr int kRegionThreads = 2;
 
-/// One call: a pattern on its inputs, with a thread count, made either from the caller's own
-/// thread or from each member of an OpenMP region the caller opens.
+/// The element types of a job's call: q, k, v and out.
+enum class Elements { kFloat, kBfloat16, kFloat16ToFloat };
+
+/// One call: a pattern on its inputs (float, rounded to the job's element type), with a
+/// thread count, made either from the caller's own thread or from each member of an OpenMP
+/// region the caller opens.
 struct Job {
   AnyKind pattern;
   Problem<float> problem;
+  Elements elements;
   int threads;
   bool inside_region;
   bool with_lse;
   std::string name;
 };
 
-/// Output and log-sum-exp of one call.
+/// Output (widened to float) and log-sum-exp of one call.
 struct Result {
   Tensor<float> out, lse;
 };
 
-Result run(const Job& job, int threads) {
+/// The job's call with q, k, v of type E and out of type Out.
+template <class E, class Out>
+Result run_as(const Job& job, int threads) {
   const AttentionShape& s = job.problem.shape;
-  Result r{Tensor<float>(s.batch, s.q_heads, s.q_len, s.value_dim, Layout::kBHLD),
-           Tensor<float>(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD)};
+  const Tensor<E> q = converted<E>(job.problem.q, Layout::kBHLD), v = converted<E>(job.problem.v, Layout::kBHLD);
+  Tensor<Out> out(s.batch, s.q_heads, s.q_len, s.value_dim, Layout::kBHLD);
+  Tensor<float> lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD);
   const Options options{.threads = threads};
-  const Problem<float>& p = job.problem;
   // Lsh shares its keys with the queries (the dispatch kinds' calls pass q as k throughout).
   if (job.with_lse) {
-    attention(job.pattern, p.q.cview(), p.q.cview(), p.v.cview(), r.out.view, r.lse.view, options);
+    attention(job.pattern, q.cview(), q.cview(), v.cview(), out.view, lse.view, options);
   } else {
-    attention(job.pattern, p.q.cview(), p.q.cview(), p.v.cview(), r.out.view, options);
+    attention(job.pattern, q.cview(), q.cview(), v.cview(), out.view, options);
   }
-  return r;
+  return Result{converted<float>(out, Layout::kBHLD), lse};
+}
+
+Result run(const Job& job, int threads) {
+  switch (job.elements) {
+    case Elements::kBfloat16:
+      return run_as<bfloat16, bfloat16>(job, threads);
+    case Elements::kFloat16ToFloat:
+      return run_as<float16, float>(job, threads);
+    case Elements::kFloat:
+      break;
+  }
+  return run_as<float, float>(job, threads);
 }
 
 bool same_bits(const Result& a, const Result& b) {
@@ -69,8 +88,9 @@ bool same_bits(const Result& a, const Result& b) {
 }
 
 /// Every registered kind (dispatch_kinds, plus KernelizedRpe on its FFT path) on
-/// three shapes (batch, head and value widths; dispatch_kinds' patterns fix n and Hq); thread
-/// counts 1, 2, 3 and the default; every fourth job inside a region.
+/// three shapes (batch, head and value widths; dispatch_kinds' patterns fix n and Hq), each in
+/// one of the element types in turn; thread counts 1, 2, 3 and the default; every fourth job
+/// inside a region.
 std::vector<Job> make_jobs() {
   std::vector<AnyKind> kinds = dispatch_kinds();
   kinds.push_back(KernelizedRpe{.features = 8, .seed = 4, .algorithm = RpeAlgorithm::kFft});
@@ -83,7 +103,7 @@ std::vector<Job> make_jobs() {
       const std::size_t index = jobs.size();
       const bool rpe = std::holds_alternative<KernelizedRpe>(kinds[kind]);
       jobs.push_back(Job{kinds[kind], make_problem<float>(shapes[shape], InputSet::kNormal, 100 + index),
-                         thread_counts[index % 4], index % 4 == 3, !rpe,
+                         static_cast<Elements>(index % 3), thread_counts[index % 4], index % 4 == 3, !rpe,
                          "kind " + std::to_string(kind) + " shape " + std::to_string(shape)});
     }
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "attnkit/core/half.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/rng.hpp"
 #include "attnkit/core/shape.hpp"
@@ -108,6 +109,19 @@ Problem<T> make_problem(const AttentionShape& shape, InputSet set, std::uint64_t
     }
   }
   return p;
+}
+
+/// x with each element converted to To (rounded to nearest even for a half type, exact when
+/// widening), in the given layout.
+template <class To, class From>
+Tensor<To> converted(const Tensor<From>& x, Layout layout) {
+  const TensorView<From>& v = x.view;
+  Tensor<To> result(v.batch(), v.heads(), v.seq(), v.dim(), layout);
+  for (index_t b = 0; b < v.batch(); ++b)
+    for (index_t h = 0; h < v.heads(); ++h)
+      for (index_t l = 0; l < v.seq(); ++l)
+        for (index_t d = 0; d < v.dim(); ++d) result.at(b, h, l, d) = store_as<To>(widen(v(b, h, l, d)));
+  return result;
 }
 
 /// Up to `count` distinct sorted positions in [0, n), deterministic in `seed` (global tokens).

@@ -5,6 +5,8 @@
 #include <type_traits>
 #include <variant>
 
+#include "attnkit/core/call.hpp"
+#include "attnkit/core/half.hpp"
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/pattern/kinds.hpp"
@@ -35,18 +37,24 @@ concept DispatchedPattern = detail::PatternPointers<AnyKind>::holds<P>;
 /// its projections, so the entry points take it by address).
 using PatternRef = detail::PatternPointers<AnyKind>::type;
 
-/// attnkit::attention for one scalar type: lse nullptr for the overload without it.
-template <class T>
-using AttentionEntry = void (*)(const PatternRef& pattern, const TensorView<const T>& q, const TensorView<const T>& k,
-                                const TensorView<const T>& v, const TensorView<T>& out, const TensorView<T>* lse,
-                                const Options& options);
+/// attnkit::attention for q, k, v of element type E and out of type Out (E, or float for half
+/// E); lse of E's compute type, nullptr for the overload without it.
+template <class E, class Out = E>
+using AttentionEntry = void (*)(const PatternRef& pattern, const TensorView<const E>& q, const TensorView<const E>& k,
+                                const TensorView<const E>& v, const TensorView<Out>& out,
+                                const TensorView<compute_type_t<E>>* lse, const Options& options);
 
-/// One target's entry points, and the xsimd architecture its code was compiled for
-/// (simd::arch_name() in that translation unit: "avx512bw", "avx2", "sse2").
+/// One target's entry points, one per element-type combination of SPEC.md section 12, and
+/// the xsimd architecture its code was compiled for (simd::arch_name() in that translation
+/// unit: "avx512bw", "avx2", "sse2").
 struct KernelTable {
   const char* arch;
   AttentionEntry<float> attention_float;
   AttentionEntry<double> attention_double;
+  AttentionEntry<bfloat16> attention_bfloat16;
+  AttentionEntry<bfloat16, float> attention_bfloat16_to_float;
+  AttentionEntry<float16> attention_float16;
+  AttentionEntry<float16, float> attention_float16_to_float;
 };
 
 }  // namespace attnkit::dispatch
