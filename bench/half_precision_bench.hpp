@@ -181,61 +181,66 @@ inline Bf16Roof measure_bf16_roof(int threads) {
 /// The roof measured at the start of the run (main).
 inline Bf16Roof g_bf16_roof;
 
+/// f(team, kind, dim) for every family of the section: each kind at D = 64, full also at
+/// D = 128, on 1 and `threads` threads.
+template <class F>
+void for_each_half_family(int threads, F&& f) {
+  for (const int team : detail::peak_teams(threads))
+    for (const std::string& kind : half_kind_names())
+      for (const index_t dim : {index_t{64}, index_t{128}})
+        if (kind == "full" || dim == 64) f(team, kind, dim);
+}
+
 /// Registers paired/half for every kind at n = 4096 (full: 1024 ... 16384 at D = 64 and
 /// D = 128) on 1 and `threads` threads.
 inline void register_half_paired(Registry& registry, int threads, index_t max_n) {
-  for (const int team : detail::peak_teams(threads)) {
-    for (const std::string& kind : half_kind_names()) {
-      const bool full = kind == "full";
-      for (const index_t dim : {index_t{64}, index_t{128}}) {
-        if (!full && dim != 64) continue;
-        const std::string name = detail::half_family(kind, dim, team);
-        const std::vector<index_t> ns =
-            full ? sizes(1024, std::min<index_t>(max_n, 16384)) : sizes(kHalfPairedN, kHalfPairedN);
-        auto* family = register_at(name, ns, [=](benchmark::State& state) {
-          const index_t n = state.range(0);
-          detail::HalfInputs in(n, dim);
-          const Options options{.threads = team};
-          with_half_kind(kind, n, [&](const auto& pattern) {
-            const double flops = pattern.cost(AttentionShape{1, kHeads, kHeads, n, n, dim, dim}).flops;
-            const auto wide = [&] { return detail::float_call_seconds(pattern, in.wide, n, dim, options); };
-            const auto bf16 = [&] { return detail::half_call_seconds(pattern, in.bf16, n, dim, options); };
-            const auto fp16 = [&] { return detail::half_call_seconds(pattern, in.fp16, n, dim, options); };
-            wide(), bf16(), fp16();  // warm: scratch, pages
-            std::vector<double> float_times, bf16_ratio, fp16_ratio, gflops_float, gflops_bf16, gflops_fp16;
-            for (auto _ : state) {
-              for (int round = 0; round < detail::half_rounds(n); ++round) {
-                // The float call first in even rounds and last in odd ones, so a drift within a
-                // round favours no side.
-                double t_float = 0, t_bf16 = 0, t_fp16 = 0;
-                if (round % 2 == 0) {
-                  t_float = wide(), t_bf16 = bf16(), t_fp16 = fp16();
-                } else {
-                  t_fp16 = fp16(), t_bf16 = bf16(), t_float = wide();
-                }
-                float_times.push_back(t_float);
-                bf16_ratio.push_back(t_float / t_bf16);
-                fp16_ratio.push_back(t_float / t_fp16);
-                gflops_float.push_back(flops / t_float * 1e-9);
-                gflops_bf16.push_back(flops / t_bf16 * 1e-9);
-                gflops_fp16.push_back(flops / t_fp16 * 1e-9);
-              }
-              state.SetIterationTime(median(float_times));
+  for_each_half_family(threads, [&](int team, const std::string& kind, index_t dim) {
+    const bool full = kind == "full";
+    const std::string name = detail::half_family(kind, dim, team);
+    const std::vector<index_t> ns =
+        full ? sizes(1024, std::min<index_t>(max_n, 16384)) : sizes(kHalfPairedN, kHalfPairedN);
+    auto* family = register_at(name, ns, [=](benchmark::State& state) {
+      const index_t n = state.range(0);
+      detail::HalfInputs in(n, dim);
+      const Options options{.threads = team};
+      with_half_kind(kind, n, [&](const auto& pattern) {
+        const double flops = pattern.cost(AttentionShape{1, kHeads, kHeads, n, n, dim, dim}).flops;
+        const auto wide = [&] { return detail::float_call_seconds(pattern, in.wide, n, dim, options); };
+        const auto bf16 = [&] { return detail::half_call_seconds(pattern, in.bf16, n, dim, options); };
+        const auto fp16 = [&] { return detail::half_call_seconds(pattern, in.fp16, n, dim, options); };
+        wide(), bf16(), fp16();  // warm: scratch, pages
+        std::vector<double> float_times, bf16_ratio, fp16_ratio, gflops_float, gflops_bf16, gflops_fp16;
+        for (auto _ : state) {
+          for (int round = 0; round < detail::half_rounds(n); ++round) {
+            // The float call first in even rounds and last in odd ones, so a drift within a
+            // round favours no side.
+            double t_float = 0, t_bf16 = 0, t_fp16 = 0;
+            if (round % 2 == 0) {
+              t_float = wide(), t_bf16 = bf16(), t_fp16 = fp16();
+            } else {
+              t_fp16 = fp16(), t_bf16 = bf16(), t_float = wide();
             }
-            set_ratio_counters(state, "bf16_over_float", bf16_ratio);
-            set_ratio_counters(state, "fp16_over_float", fp16_ratio);
-            state.counters["gflops_float"] = median(gflops_float);
-            state.counters["gflops_bf16"] = median(gflops_bf16);
-            state.counters["gflops_fp16"] = median(gflops_fp16);
-            state.counters["rounds"] = detail::half_rounds(n);
-          });
-        });
-        if (family == nullptr) continue;
-        family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
-        registry.add(name, BenchmarkInfo{"paired", "half/" + kind, dim, team});
-      }
-    }
-  }
+            float_times.push_back(t_float);
+            bf16_ratio.push_back(t_float / t_bf16);
+            fp16_ratio.push_back(t_float / t_fp16);
+            gflops_float.push_back(flops / t_float * 1e-9);
+            gflops_bf16.push_back(flops / t_bf16 * 1e-9);
+            gflops_fp16.push_back(flops / t_fp16 * 1e-9);
+          }
+          state.SetIterationTime(median(float_times));
+        }
+        set_ratio_counters(state, "bf16_over_float", bf16_ratio);
+        set_ratio_counters(state, "fp16_over_float", fp16_ratio);
+        state.counters["gflops_float"] = median(gflops_float);
+        state.counters["gflops_bf16"] = median(gflops_bf16);
+        state.counters["gflops_fp16"] = median(gflops_fp16);
+        state.counters["rounds"] = detail::half_rounds(n);
+      });
+    });
+    if (family == nullptr) return;
+    family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+    registry.add(name, BenchmarkInfo{"paired", "half/" + kind, dim, team});
+  });
 }
 
 namespace detail {
@@ -250,24 +255,19 @@ inline std::string half_ratio_cell(const ReportData& data, const std::string& na
 /// The issue-28 target rows: every kind at n = 4096 (full at D = 64 and 128), bfloat16 and
 /// float16 over float, 1 and all threads.
 inline void write_half_targets(std::ostream& out, const ReportData& data, int threads) {
-  for (const int team : detail::peak_teams(threads)) {
-    for (const std::string& kind : half_kind_names()) {
-      const bool full = kind == "full";
-      for (const index_t dim : {index_t{64}, index_t{128}}) {
-        if (!full && dim != 64) continue;
-        const std::string name = detail::half_family(kind, dim, team);
-        const double target = full ? kHalfFullTarget : kHalfKindTarget;
-        for (const char* type : {"bf16", "fp16"}) {
-          const std::string tag = std::string(type) + "_over_float";
-          const auto value = detail::find_counter(data.runs, name, kHalfPairedN, tag);
-          out << "| " << kind << ", n = " << kHalfPairedN << ", D = " << dim << ", " << team
-              << (team == 1 ? " thread" : " threads") << ": " << type << " over float, paired | "
-              << detail::half_ratio_cell(data, name, kHalfPairedN, tag) << " | >= " << detail::fixed(100 * target, 0)
-              << "% | " << (value ? (*value >= target ? "yes" : "NO") : "-") << " |\n";
-        }
-      }
+  for_each_half_family(threads, [&](int team, const std::string& kind, index_t dim) {
+    const bool full = kind == "full";
+    const std::string name = detail::half_family(kind, dim, team);
+    const double target = full ? kHalfFullTarget : kHalfKindTarget;
+    for (const char* type : {"bf16", "fp16"}) {
+      const std::string tag = std::string(type) + "_over_float";
+      const auto value = detail::find_counter(data.runs, name, kHalfPairedN, tag);
+      out << "| " << kind << ", n = " << kHalfPairedN << ", D = " << dim << ", " << team
+          << (team == 1 ? " thread" : " threads") << ": " << type << " over float, paired | "
+          << detail::half_ratio_cell(data, name, kHalfPairedN, tag) << " | >= " << detail::fixed(100 * target, 0)
+          << "% | " << (value ? (*value >= target ? "yes" : "NO") : "-") << " |\n";
     }
-  }
+  });
 }
 
 /// Report section: the bf16 roof beside the FMA roof, and every kind's half calls against its
@@ -290,22 +290,18 @@ inline void write_half_section(std::ostream& out, const ReportData& data, int th
     out << " " << detail::fixed(gflops, 1) << " GFLOP/s (" << team << " t)";
   out << ".\n\n| kind | D | threads | n | GFLOP/s float | bf16 | fp16 | bf16 / float | fp16 / float |\n"
       << "|---|---|---|---|---|---|---|---|---|\n";
-  for (const int team : detail::peak_teams(threads)) {
-    for (const std::string& kind : half_kind_names()) {
-      for (const index_t dim : {index_t{64}, index_t{128}}) {
-        const std::string name = detail::half_family(kind, dim, team);
-        for (const index_t n : {index_t{1024}, index_t{2048}, index_t{4096}, index_t{8192}, index_t{16384}}) {
-          const auto gflops_float = detail::find_counter(data.runs, name, n, "gflops_float");
-          if (!gflops_float) continue;
-          out << "| " << kind << " | " << dim << " | " << team << " | " << n << " | " << detail::fixed(*gflops_float, 1)
-              << " | " << detail::fixed(*detail::find_counter(data.runs, name, n, "gflops_bf16"), 1) << " | "
-              << detail::fixed(*detail::find_counter(data.runs, name, n, "gflops_fp16"), 1) << " | "
-              << detail::half_ratio_cell(data, name, n, "bf16_over_float") << " | "
-              << detail::half_ratio_cell(data, name, n, "fp16_over_float") << " |\n";
-        }
-      }
+  for_each_half_family(threads, [&](int team, const std::string& kind, index_t dim) {
+    const std::string name = detail::half_family(kind, dim, team);
+    for (const index_t n : {index_t{1024}, index_t{2048}, index_t{4096}, index_t{8192}, index_t{16384}}) {
+      const auto gflops_float = detail::find_counter(data.runs, name, n, "gflops_float");
+      if (!gflops_float) continue;
+      out << "| " << kind << " | " << dim << " | " << team << " | " << n << " | " << detail::fixed(*gflops_float, 1)
+          << " | " << detail::fixed(*detail::find_counter(data.runs, name, n, "gflops_bf16"), 1) << " | "
+          << detail::fixed(*detail::find_counter(data.runs, name, n, "gflops_fp16"), 1) << " | "
+          << detail::half_ratio_cell(data, name, n, "bf16_over_float") << " | "
+          << detail::half_ratio_cell(data, name, n, "fp16_over_float") << " |\n";
     }
-  }
+  });
   out << "\n";
 }
 

@@ -162,7 +162,7 @@ TEST(DispatchEnvironment, OverrideChoosesTheTargetOrFailsClearly) {
 /// float, double and half (E: q, k, v; Out: out), with the lse, against reference::attention (SPEC.md section 11:
 /// float atol 2e-5 max|V| and rtol 1e-4, double 1e-12; the log-sum-exp 2e-5 / 1e-12 absolute). Half calls compare
 /// with the reference of their values widened to float (exact; LSH then hashes them as the kernels do) and add the
-/// rounding of a half out, 2^-8 (bfloat16) or 2^-11 (float16) relative (SPEC.md section 12). KernelizedRpe takes
+/// rounding of a half out (output_rounding, SPEC.md section 12). KernelizedRpe takes
 /// the direct path, whose positive features keep every denominator the size of its terms.
 template <class E, class Out = E>
 void expect_every_kind_matches_reference() {
@@ -172,9 +172,7 @@ void expect_every_kind_matches_reference() {
   const Tensor<E> q = converted<E>(source.q, Layout::kBHLD), v = converted<E>(source.v, Layout::kBHLD);
   const Tensor<T> wide_q = converted<T>(q, Layout::kBHLD), wide_v = converted<T>(v, Layout::kBHLD);
   const double tight = std::is_same_v<T, float> ? 2e-5 : 1e-12;
-  const double relative = (std::is_same_v<T, float> ? 1e-4 : 1e-12) + (std::is_same_v<Out, bfloat16>  ? 0x1p-8
-                                                                       : std::is_same_v<Out, float16> ? 0x1p-11
-                                                                                                      : 0.0);
+  const double relative = (std::is_same_v<T, float> ? 1e-4 : 1e-12) + output_rounding<Out>();
   const std::vector<AnyKind> kinds = dispatch_kinds();
   for (SimdTarget target : dispatch::supported_simd_targets()) {
     dispatch::set_simd_target(target);

@@ -269,18 +269,6 @@ Buffer<T> widened(const TensorView<E>& x) {
   return result;
 }
 
-/// The relative rounding of an output type (SPEC.md section 12): 0 for float and double.
-template <class Out>
-constexpr double output_rounding() {
-  if constexpr (std::is_same_v<Out, bfloat16>) {
-    return 0x1p-8;
-  } else if constexpr (std::is_same_v<Out, float16>) {
-    return 0x1p-11;
-  } else {
-    return 0.0;
-  }
-}
-
 /// One call with q, k, v of type E and out of type Out (computed in T).
 template <class E, class Out>
 void run_case(ByteReader& in, const FuzzKind& kind, const AttentionShape& s, bool shared_keys, const AnyKind& layer) {
@@ -369,7 +357,7 @@ void run_case(ByteReader& in, const FuzzKind& kind, const AttentionShape& s, boo
           if (!pattern.uses_fft(s, std::numeric_limits<T>::epsilon())) {
             close = testing::rpe_matches_reference<T>(
                 pattern, qr, kr, vr, out_read, options, false,
-                rpe_feature_rounding<T>(pattern, qr, kr, sigma) + output_rounding<Out>());
+                rpe_feature_rounding<T>(pattern, qr, kr, sigma) + testing::output_rounding<Out>());
           }
         } else {
           SoftmaxTolerance tolerance;
@@ -387,7 +375,7 @@ void run_case(ByteReader& in, const FuzzKind& kind, const AttentionShape& s, boo
                                              std::abs(sigma) * largest_row_norm(qr) * key_norm,
                                              static_cast<double>(s.head_dim), 0.0);
           }
-          tolerance.out.rtol += output_rounding<Out>();
+          tolerance.out.rtol += testing::output_rounding<Out>();
           close = testing::all_close<T>(out_read, ref.view, tolerance.out);
           if (with_lse) lse_close = testing::all_close<T>(lse.view, ref_lse.view, tolerance.lse);
         }

@@ -32,20 +32,6 @@
 namespace attnkit::testing {
 namespace {
 
-/// The relative error of rounding to an output type, half an ulp at the bottom of a binade
-/// (SPEC.md section 12): 2^-8 for bfloat16 (8 significant bits; INFERENCE.md's 2^-9 is the
-/// top of a binade, which correct rounding alone exceeds), 2^-11 for float16 (11), 0 for float.
-template <class Out>
-constexpr double output_rounding() {
-  if constexpr (std::is_same_v<Out, bfloat16>) {
-    return 0x1p-8;
-  } else if constexpr (std::is_same_v<Out, float16>) {
-    return 0x1p-11;
-  } else {
-    return 0.0;
-  }
-}
-
 /// A call's inputs rounded to E, and those values widened exactly to float and double.
 template <class E>
 struct HalfProblem {

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "attnkit/core/half.hpp"
 #include "support/test_data.hpp"
 
 namespace attnkit::testing {
@@ -17,6 +18,21 @@ struct Tolerance {
   double atol = 0;
   double rtol = 0;
 };
+
+/// The relative error of rounding to an output type (SPEC.md section 12: the unit roundoff,
+/// half an ulp at the bottom of a binade): 2^-8 for bfloat16 (8 significant bits; INFERENCE.md's
+/// 2^-9 is the top of a binade, which correct rounding alone exceeds), 2^-11 for float16, 0
+/// for float and double.
+template <class Out>
+constexpr double output_rounding() {
+  if constexpr (std::is_same_v<Out, bfloat16>) {
+    return 0x1p-8;
+  } else if constexpr (std::is_same_v<Out, float16>) {
+    return 0x1p-11;
+  } else {
+    return 0.0;
+  }
+}
 
 /// max |a - b| over two equally shaped tensors; NaN if either holds a NaN where the other
 /// does not (so a NaN never passes as small).

@@ -57,7 +57,7 @@ class KeyValuePanels {
         value_stride_(detail::round_up(shape.value_dim, static_cast<index_t>(simd::kWidth<T>))),
         keys_size_(tile_count_ * key_rows_ * head_dim_ + static_cast<index_t>(simd::kWidth<T>)),
         keys_(detail::thread_scratch<struct KeyPanelsTag, T>(keys_size_)),
-        values_(values_in_place
+        values_(values_in_place_
                     ? nullptr
                     : detail::thread_scratch<struct ValueRowsTag, T>(tile_count_ * key_rows_ * value_stride_)),
         value_check_(std::make_unique<std::atomic<unsigned char>[]>(static_cast<std::size_t>(tile_count_))) {}
@@ -91,7 +91,7 @@ class KeyValuePanels {
     std::atomic<unsigned char>& check = value_check_[static_cast<std::size_t>(tile)];
     unsigned char state = check.load(std::memory_order_relaxed);
     if constexpr (std::is_same_v<S, T>) {  // half V is packed, so checked while packing
-      if (state == kUnchecked) {  // in place only; threads asking together store the same answer
+      if (state == kUnchecked) {           // in place only; threads asking together store the same answer
         const index_t first = tile * key_rows_;
         bool finite = true;
         for (index_t j = first; j < std::min(first + key_rows_, key_positions_) && finite; ++j) {
@@ -174,8 +174,9 @@ class KeyValuePanels {
     const index_t tile = first / key_rows_;
     T* columns = keys_ + tile * key_rows_ * head_dim_ + (first - tile * key_rows_);
     if constexpr (std::is_same_v<S, T>) {
-      transpose_keys(count, head_dim_, [&](index_t c) { return k.row(b, h, key_row(first + c)); }, columns,
-                     [&](index_t c) { return first + c; }, key_scale);
+      transpose_keys(
+          count, head_dim_, [&](index_t c) { return k.row(b, h, key_row(first + c)); }, columns,
+          [&](index_t c) { return first + c; }, key_scale);
     } else {
       // Half keys widen kWidth rows by kWidenedColumns columns at a time into a block on the
       // stack (in L1), which is then transposed like float rows.

@@ -95,7 +95,13 @@ index_t load_queries(const Call& call, const Plan& plan, const CallPanels<Call>&
   } else {
     for (index_t r = 0; r < rows; ++r) {
       const auto* q = call.q.row(b, h, work.query_rows[static_cast<std::size_t>(r)]);
-      for (index_t d = 0; d < head_dim; ++d) queries[r * head_dim + d] = widen(q[d]) * q_scale;
+      T* row = queries + r * head_dim;
+      if constexpr (std::is_same_v<typename Call::input_type, T>) {
+        for (index_t d = 0; d < head_dim; ++d) row[d] = q[d] * q_scale;
+      } else {
+        simd::widen_row(q, head_dim, row);
+        for (index_t d = 0; d < head_dim; ++d) row[d] *= q_scale;
+      }
     }
   }
   std::fill(queries + rows * head_dim, queries + padded_rows * head_dim, T(0));
@@ -155,8 +161,8 @@ void score_segments(const Call& call, const Plan& plan, const TileShape& tiles, 
 /// query row; narrowed to the output type of a half call), or handed to an OccurrencePlan's
 /// sink; empty rows get 0 and -inf.
 template <class Call, KeyTilePlan Plan, class T = typename Call::value_type>
-void finish_rows(const Call& call, const Plan& plan, QueryTileWorkspace<T>& work, index_t b, index_t h,
-                 index_t q_begin, index_t rows) {
+void finish_rows(const Call& call, const Plan& plan, QueryTileWorkspace<T>& work, index_t b, index_t h, index_t q_begin,
+                 index_t rows) {
   using Output = typename Call::output_type;
   if constexpr (OccurrencePlan<Plan>) {
     static_assert(std::is_same_v<typename Plan::value_type, T>, "an OccurrencePlan sinks rows of the call's type");
