@@ -130,24 +130,32 @@ struct Bf16Roof {
 };
 
 #if defined(__x86_64__)
-/// kFmaChains independent vdpbf16ps chains on zmm registers, like fma_chains_seconds.
-__attribute__((target("avx512f,avx512bf16"))) inline double bf16_dot_chains_seconds(int threads, std::int64_t steps) {
+/// `steps` steps of kFmaChains independent vdpbf16ps chains on zmm registers, like
+/// fma_chains_seconds; returns their sum (keeps them alive). Compiled for AVX512-BF16 whatever
+/// the build's flags, called only where cpuid reports it; no vector crosses its signature, so
+/// callers (an OpenMP region) need no such flags.
+__attribute__((target("avx512f,avx512bf16"))) inline float bf16_dot_chains(std::int64_t steps, int thread) {
+  __m512 acc[kFmaChains];
+  for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c + thread) * 1e-3f);
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3F80), b = (__m512bh)_mm512_set1_epi16(0x3380);
+  for (std::int64_t s = 0; s < steps; ++s) {
+    for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], a, b);
+  }
+  __m512 total = _mm512_setzero_ps();
+  for (int c = 0; c < kFmaChains; ++c) total = _mm512_add_ps(total, acc[c]);
+  alignas(64) float lanes[16];  // (_mm512_reduce_add_ps trips GCC 12's -Wuninitialized)
+  _mm512_store_ps(lanes, total);
+  float sum = 0;
+  for (float lane : lanes) sum += lane;
+  return sum;
+}
+
+/// Wall seconds of bf16_dot_chains on each of `threads` threads.
+inline double bf16_dot_chains_seconds(int threads, std::int64_t steps) {
   float sink = 0;
   const auto start = std::chrono::steady_clock::now();
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
-  {
-    __m512 acc[kFmaChains];
-    for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c) * 1e-3f);
-    const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3F80), b = (__m512bh)_mm512_set1_epi16(0x3380);
-    for (std::int64_t s = 0; s < steps; ++s) {
-      for (int c = 0; c < kFmaChains; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], a, b);
-    }
-    __m512 total = _mm512_setzero_ps();
-    for (int c = 0; c < kFmaChains; ++c) total = _mm512_add_ps(total, acc[c]);
-    alignas(64) float lanes[16];  // (_mm512_reduce_add_ps trips GCC 12's -Wuninitialized)
-    _mm512_store_ps(lanes, total);
-    for (float lane : lanes) sink += lane;
-  }
+  sink += bf16_dot_chains(steps, omp_get_thread_num());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return sink != sink ? 0 : seconds;
 }
