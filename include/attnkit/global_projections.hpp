@@ -16,8 +16,8 @@ namespace attnkit {
 /// Longformer attention with separate global projections: rows i in the pattern's global
 /// tokens get o_i = softmax_j(sigma <qg_i, kg_j>) vg_j over all keys j; every other row follows
 /// the pattern with q, k, v (global keys included, read from k and v). global.q, global.k and
-/// global.v have the shapes and element type T of q, k and v (out: T, or float for half T). Costs one extra full pass over the g global rows
-/// (2 g Lk (D + Dv) FLOP per head), in the same parallel region; otherwise as
+/// global.v have the shapes and element type T of q, k and v (out: T, or float for half T). Costs one extra full pass
+/// over the g global rows (2 g Lk (D + Dv) FLOP per head), in the same parallel region; otherwise as
 /// attnkit::attention.
 template <AttentionPattern P, ElementType T, class Out>
 requires WithGlobalTokens<P>

@@ -64,10 +64,4 @@ struct CallType<AttentionCall<T, Input, Output, KeyValue>> {
 template <class X>
 using call_type_t = typename detail::CallType<X>::type;
 
-/// True for calls whose q, k and v all hold T (float and double calls; no widening).
-template <class Call>
-inline constexpr bool kReadsComputeType =
-    std::is_same_v<typename Call::input_type, typename Call::value_type> &&
-    std::is_same_v<typename Call::key_value_type, typename Call::value_type>;
-
 }  // namespace attnkit

@@ -96,11 +96,18 @@ class KernelizedRpePlan {
     if constexpr (std::is_same_v<Output, T>) {
       run(call, call.out);
     } else {
-      T* numerators = attnkit::detail::thread_scratch<struct RpeNumeratorsTag, T>(s.batch * s.q_heads * s.q_len *
-                                                                                  s.value_dim);
+      T* numerators =
+          attnkit::detail::thread_scratch<struct RpeNumeratorsTag, T>(s.batch * s.q_heads * s.q_len * s.value_dim);
       const AttentionCall<T, typename Call::input_type, T> staged{
-          s,           call.q,      call.k, call.v, bhld(numerators, s.batch, s.q_heads, s.q_len, s.value_dim),
-          call.lse,    call.scale,  call.threads, call.key_lengths};
+          s,
+          call.q,
+          call.k,
+          call.v,
+          bhld(numerators, s.batch, s.q_heads, s.q_len, s.value_dim),
+          call.lse,
+          call.scale,
+          call.threads,
+          call.key_lengths};
       run(staged, call.out);
     }
   }
@@ -350,8 +357,8 @@ class KernelizedRpePlan {
   /// product streamed: its inputs built from v and phi_k as the transform's first pass reads
   /// them, its outputs folded into out as its last pass writes them.
   template <class Call, class Toeplitz>
-  void value_group(const Call& call, const Workspace& work, const Toeplitz& batch, const T* spectrum,
-                   index_t b, index_t h, index_t first) const {
+  void value_group(const Call& call, const Workspace& work, const Toeplitz& batch, const T* spectrum, index_t b,
+                   index_t h, index_t first) const {
     const AttentionShape& s = call.shape;
     const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
     const index_t width = std::min(ToeplitzBatch<T>::kColumns, s.value_dim - first);
@@ -394,8 +401,8 @@ class KernelizedRpePlan {
 
   /// den_i = sum_u phi_q[i][u] (T phi_k[:, u])_i, 2 W features per batch.
   template <class Call, class Toeplitz>
-  void denominator_group(const Call& call, const Workspace& work, const Toeplitz& batch, const T* spectrum,
-                         index_t b, index_t h) const {
+  void denominator_group(const Call& call, const Workspace& work, const Toeplitz& batch, const T* spectrum, index_t b,
+                         index_t h) const {
     const AttentionShape& s = call.shape;
     const FeatureBlocks<T>& map = heads_[static_cast<std::size_t>(h)];
     const SideRows keys = side_rows<true>(call, work, b, h);
@@ -496,7 +503,7 @@ class KernelizedRpePlan {
         }
         den[i] = sum;
       }
-      if constexpr (kReadsComputeType<Call>) {
+      if constexpr (std::is_same_v<typename Call::key_value_type, T>) {
         gemm_accumulate<T>(rows, s.value_dim, keys, scores, keys, call.v.row(b, kv_head, j0), call.v.stride(kSeq), num,
                            s.value_dim);
       } else {  // half V widened one key block at a time

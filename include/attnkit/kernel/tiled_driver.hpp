@@ -142,7 +142,8 @@ class TiledPass {
         // than packed rows, paired, on a Xeon with AVX-512 (docs/architecture.md). Half V is
         // always packed (widened).
         panels_(call.shape, tiles, call.v,
-                !ReorderingPlan<Plan> && std::is_same_v<typename Call::key_value_type, T> && call.shape.value_dim % static_cast<index_t>(simd::kWidth<T>) == 0 &&
+                !ReorderingPlan<Plan> && std::is_same_v<typename Call::key_value_type, T> &&
+                    call.shape.value_dim % static_cast<index_t>(simd::kWidth<T>) == 0 &&
                     call.v.stride(kSeq) == call.shape.value_dim,
                 attnkit::key_positions(plan, call.shape)),
         query_tiles_(attnkit::detail::ceil_div(query_positions_, tiles.query_rows)),

@@ -115,9 +115,10 @@ void attention(const P& pattern, std::type_identity_t<TensorView<const T>> q,
 /// widened exactly to double (SPEC.md section 12), written to out as double, float or the
 /// inputs' type.
 template <class P, class Q, class K, class V, class Out>
-requires(ReferencedPattern<P> || ReferencedVariant<P>) && HalfType<std::remove_const_t<Q>>
-void attention(const P& pattern, TensorView<Q> q, TensorView<K> k, TensorView<V> v, TensorView<Out> out,
-               const Options& options = {}) {
+requires(ReferencedPattern<P> || ReferencedVariant<P>) && HalfType<std::remove_const_t<Q>> void attention(
+                                                              const P& pattern, TensorView<Q> q, TensorView<K> k,
+                                                              TensorView<V> v, TensorView<Out> out,
+                                                              const Options& options = {}) {
   using E = std::remove_const_t<Q>;
   static_assert(std::is_same_v<E, std::remove_const_t<K>> && std::is_same_v<E, std::remove_const_t<V>>,
                 "reference::attention: q, k and v must have one element type");
@@ -126,9 +127,10 @@ void attention(const P& pattern, TensorView<Q> q, TensorView<K> k, TensorView<V>
 
 /// As above, also writing the log-sum-exp (double or float).
 template <class P, class Q, class K, class V, class Out, class Lse>
-requires(ReferencedPattern<P> || ReferencedVariant<P>) && HalfType<std::remove_const_t<Q>>
-void attention(const P& pattern, TensorView<Q> q, TensorView<K> k, TensorView<V> v, TensorView<Out> out,
-               TensorView<Lse> lse, const Options& options = {}) {
+requires(ReferencedPattern<P> || ReferencedVariant<P>) && HalfType<std::remove_const_t<Q>> void attention(
+                                                              const P& pattern, TensorView<Q> q, TensorView<K> k,
+                                                              TensorView<V> v, TensorView<Out> out, TensorView<Lse> lse,
+                                                              const Options& options = {}) {
   using E = std::remove_const_t<Q>;
   static_assert(std::is_same_v<E, std::remove_const_t<K>> && std::is_same_v<E, std::remove_const_t<V>>,
                 "reference::attention: q, k and v must have one element type");
