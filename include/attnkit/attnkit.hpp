@@ -11,6 +11,9 @@
 // docs/SPEC.md.
 
 #include "attnkit/attention.hpp"
+#include "attnkit/cache/append.hpp"
+#include "attnkit/cache/kv_cache.hpp"
+#include "attnkit/cache/sequence_pattern.hpp"
 #include "attnkit/core/call.hpp"
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/cost.hpp"
@@ -18,10 +21,12 @@
 #include "attnkit/core/half.hpp"
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/plan_call.hpp"
+#include "attnkit/core/q8_block.hpp"
 #include "attnkit/core/rng.hpp"
 #include "attnkit/core/rpe_bias.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
+#include "attnkit/decode.hpp"
 #include "attnkit/global_projections.hpp"
 #include "attnkit/pattern/ascii_view.hpp"
 #include "attnkit/pattern/attended_keys.hpp"
@@ -41,3 +46,4 @@
 #include "attnkit/pattern/sliding_window.hpp"
 #include "attnkit/pattern/union.hpp"
 #include "attnkit/reference/attention.hpp"
+#include "attnkit/reference/decode.hpp"

@@ -1,0 +1,171 @@
+#pragma once
+// attnkit::attention over a KV cache (decode, SPEC.md section 13): a few new query rows per
+// sequence against the keys and values a contiguous or paged cache holds.
+
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "attnkit/cache/cache_rows.hpp"
+#include "attnkit/cache/kv_cache.hpp"
+#include "attnkit/core/concepts.hpp"
+#include "attnkit/core/errors.hpp"
+#include "attnkit/core/half.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/core/validate.hpp"
+#include "attnkit/kernel/decode_call.hpp"
+#include "attnkit/kernel/decode_driver.hpp"
+#include "attnkit/parallel/team.hpp"
+#include "attnkit/pattern/detail/plan_pair.hpp"
+#include "attnkit/pattern/kinds.hpp"
+
+namespace attnkit {
+
+/// Most query rows per sequence of one decode call (speculative or chunked decoding); longer
+/// blocks of new tokens are prefill, attnkit::attention on tensors.
+inline constexpr index_t kMaxDecodeRows = 64;
+
+/// A pattern that decodes: a mask kind whose mask lists each row's attended keys as runs
+/// (every mask kind and combination; not Linformer, Lsh or KernelizedRpe, whose rows depend
+/// on all keys or on hashing the whole sequence).
+template <class P>
+concept DecodablePattern = MaskedPattern<P> && CountingMask<detail::mask_type<P>>;
+
+namespace detail {
+
+/// The element-type rules of a decode call, as compile-time errors naming the rule.
+template <class Q, class Out, class Lse>
+consteval bool check_decode_types() {
+  using E = std::remove_const_t<Q>;
+  static_assert(std::is_same_v<E, float> || HalfType<E>,
+                "attnkit::attention over a KV cache: q holds float, attnkit::bfloat16 or attnkit::float16");
+  static_assert(!std::is_const_v<Out>, "attnkit::attention over a KV cache: out must view mutable elements");
+  static_assert(std::is_same_v<Out, E> || std::is_same_v<Out, float>,
+                "attnkit::attention over a KV cache: out has q's element type, or float");
+  static_assert(std::is_same_v<Lse, float>, "attnkit::attention over a KV cache: lse is float");
+  return true;
+}
+
+/// Validates q [B, Hq, Lq, D], out [B, Hq, Lq, Dv], lse [B, Hq, Lq, 1] and the options against
+/// a validated cache shape.
+template <class Q, class Out>
+void validate_decode(const TensorView<const Q>& q, const CacheShape& cache, const TensorView<Out>& out,
+                     const TensorView<float>* lse, const Options& options) {
+  validate_view("q", q, 1);
+  validate_view("out", out, 1);
+  require_size("q", q, kBatch, cache.batch, "must equal the cache's batch (lengths.size())");
+  if (cache.kv_heads == 0 || q.heads() % cache.kv_heads != 0) {
+    reject("q.sizes[heads]", q.heads(),
+           "must be a multiple of the cache's kv heads (" + std::to_string(cache.kv_heads) + ")");
+  }
+  require_size("q", q, kDim, cache.head_dim, "must equal the cache's head dimension");
+  if (q.seq() < 1 || q.seq() > kMaxDecodeRows) {
+    reject("q.sizes[seq]", q.seq(),
+           "must lie in [1, " + std::to_string(kMaxDecodeRows) + "] query rows per sequence (more is prefill)");
+  }
+  require_size("out", out, kBatch, q.batch(), "must equal q.sizes[batch]");
+  require_size("out", out, kHeads, q.heads(), "must equal q.sizes[heads]");
+  require_size("out", out, kSeq, q.seq(), "must equal q.sizes[seq]");
+  require_size("out", out, kDim, cache.value_dim, "must equal the cache's value dimension");
+  if (lse != nullptr) {
+    validate_view("lse", *lse, 1);
+    require_size("lse", *lse, kBatch, q.batch(), "must equal q.sizes[batch]");
+    require_size("lse", *lse, kHeads, q.heads(), "must equal q.sizes[heads]");
+    require_size("lse", *lse, kSeq, q.seq(), "must equal q.sizes[seq]");
+    require_size("lse", *lse, kDim, 1, "must be 1 (one log-sum-exp per row)");
+  }
+  if (!options.key_lengths.empty()) {
+    reject("options.key_lengths.size()", options.key_lengths.size(),
+           "must be 0 over a KV cache (the cache's lengths give each sequence's keys)");
+  }
+  if (options.scale && !std::isfinite(*options.scale)) reject("options.scale", *options.scale, "must be finite");
+  if (options.threads < 0) reject("options.threads", options.threads, "must be >= 0 (0 = OpenMP default)");
+}
+
+/// Validates, lists every row's keys, picks the threads from the attended pairs and runs.
+template <DecodablePattern P, class Q, AnyKvCache Cache, class Out>
+void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cache, const TensorView<Out>& out,
+                const TensorView<float>* lse, const Options& options) {
+  using E = cache_element_t<Cache>;
+  const CacheShape shape = validate_cache(cache);
+  validate_decode(q, shape, out, lse, options);
+  const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
+  kernel::DecodeCall<Q, E, Out> call{q,
+                                     cache_rows<const E>(cache),
+                                     cache.lengths,
+                                     out,
+                                     lse,
+                                     shape.batch,
+                                     q.heads(),
+                                     shape.kv_heads,
+                                     q.seq(),
+                                     shape.head_dim,
+                                     shape.value_dim,
+                                     static_cast<float>(scale),
+                                     1};
+  if (call.batch == 0 || call.q_heads == 0) return;
+  const kernel::DecodeSpans spans = kernel::decode_spans(pattern, call);
+  double pairs = 0;
+  for (const KeyRange& span : spans.spans) pairs += static_cast<double>(span.end - span.begin);
+  call.threads =
+      parallel::resolve_threads(options.threads, 2.0 * pairs * static_cast<double>(shape.head_dim + shape.value_dim));
+  kernel::run_decode(call, spans);
+}
+
+/// run_decode for a pattern or a variant of patterns; a held kind that cannot decode is an
+/// invalid_argument naming it, a pattern type that cannot is a compile-time error.
+template <class P, class Q, AnyKvCache Cache, class Out, class Lse>
+void decode_front_door(const P& pattern, const TensorView<Q>& q, const Cache& cache, const TensorView<Out>& out,
+                       const TensorView<Lse>* lse, const Options& options) {
+  if constexpr (check_decode_types<Q, Out, Lse>()) {
+    using E = std::remove_const_t<Q>;
+    if constexpr (PatternVariant<P>) {
+      std::visit(
+          [&](const auto& held) {
+            using Held = std::remove_cvref_t<decltype(held)>;
+            if constexpr (DecodablePattern<Held>) {
+              run_decode(held, TensorView<const E>(q), cache, out, lse, options);
+            } else {
+              reject("pattern", Kinds::name_of<Held>(),
+                     "this kind cannot attend over a KV cache (only mask kinds decode: SPEC.md section 13)");
+            }
+          },
+          pattern);
+    } else {
+      static_assert(DecodablePattern<P>,
+                    "attnkit::attention over a KV cache: the pattern must be a mask kind or combination (Full, "
+                    "SlidingWindow, Dilated, Global, BlockSparse, BigBird, Union, Intersection, PerHead); Linformer, "
+                    "Lsh and KernelizedRpe cannot decode");
+      if constexpr (DecodablePattern<P>) run_decode(pattern, TensorView<const E>(q), cache, out, lse, options);
+    }
+  }
+}
+
+}  // namespace detail
+
+/// out[b, h, i, :] = attention of query row i of sequence b, at position lengths[b] - Lq + i,
+/// over the keys the pattern gives that position among the lengths[b] tokens the cache holds
+/// (SPEC.md section 13): q [B, Hq, Lq, D] (1 <= Lq <= 64) of float, bfloat16 or float16; the
+/// cache a KvCache or PagedKvCache of float, bfloat16, float16 or q8_0_block with Hq a multiple
+/// of its kv heads; out [B, Hq, Lq, Dv] of q's type or float. A sequence of length 0, and rows
+/// before its first token, get zeros. Every (sequence, kv head) reads each attended key once
+/// for all its query heads and rows; results are the same bits for any thread count. Throws
+/// attnkit::invalid_argument, with nothing written, when a shape, length, page id or option
+/// breaks a rule or the pattern cannot be evaluated on a sequence's length.
+template <class P, class Q, AnyKvCache Cache, class Out>
+requires(AttentionPattern<P> || PatternVariant<P>) void attention(const P& pattern, TensorView<Q> q, const Cache& cache,
+                                                                  TensorView<Out> out, const Options& options = {}) {
+  detail::decode_front_door(pattern, q, cache, out, static_cast<const TensorView<float>*>(nullptr), options);
+}
+
+/// As above, and lse[b, h, i, 0] = the natural-log log-sum-exp of the row's scores (-inf for
+/// a row with no key), lse viewed as [B, Hq, Lq, 1] float.
+template <class P, class Q, AnyKvCache Cache, class Out, class Lse>
+requires(AttentionPattern<P> || PatternVariant<P>) void attention(const P& pattern, TensorView<Q> q, const Cache& cache,
+                                                                  TensorView<Out> out, TensorView<Lse> lse,
+                                                                  const Options& options = {}) {
+  detail::decode_front_door(pattern, q, cache, out, &lse, options);
+}
+
+}  // namespace attnkit

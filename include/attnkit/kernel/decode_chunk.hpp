@@ -1,0 +1,178 @@
+#pragma once
+// One work item of a decode call: every query row of one kv head's group against one chunk of
+// its sequence's keys, each key read once (SPEC.md section 13). The result is a partial row
+// per query row (its softmax over the chunk's attended keys, and that softmax's lse), merged
+// with the other chunks' by kernel/decode_driver.hpp.
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "attnkit/core/detail/score_masking.hpp"
+#include "attnkit/core/index.hpp"
+#include "attnkit/core/shape.hpp"
+#include "attnkit/detail/thread_scratch.hpp"
+#include "attnkit/kernel/decode_call.hpp"
+#include "attnkit/kernel/key_value_panels.hpp"
+#include "attnkit/kernel/online_softmax.hpp"
+#include "attnkit/kernel/query_tile_step.hpp"
+#include "attnkit/simd/batch.hpp"
+#include "attnkit/simd/convert.hpp"
+#include "attnkit/simd/key_dots.hpp"
+#include "attnkit/simd/prefetch.hpp"
+#include "attnkit/simd/value_accumulate.hpp"
+#include "attnkit/simd/widening_load.hpp"
+
+namespace attnkit::kernel {
+
+/// Keys per softmax block inside a chunk: scores of every row for these keys, one online
+/// softmax update, then P V. 64 keys of a D = 128 float cache are 32 KiB of K, read from
+/// memory once, and of V, widened into L1 (or read in place for float).
+inline constexpr index_t kDecodeBlockKeys = 64;
+
+/// How one query row meets a block of keys.
+enum class BlockCoverage { kNone, kPartial, kFull };
+
+/// Per-thread scratch of a work item (detail::thread_scratch, reused across calls).
+struct DecodeWorkspace {
+  DecodeWorkspace(index_t padded_rows, index_t dim_stride, index_t value_stride)
+      : queries(attnkit::detail::thread_scratch<struct DecodeQueriesTag, float>(padded_rows * dim_stride)),
+        scores(attnkit::detail::thread_scratch<struct DecodeScoresTag, float>(padded_rows * kDecodeBlockKeys)),
+        values(attnkit::detail::thread_scratch<struct DecodeValuesTag, float>(kDecodeBlockKeys * value_stride)),
+        softmax(padded_rows, value_stride) {}
+  float* queries;  // [padded rows x dim_stride] scaled query rows, zero past D
+  float* scores;   // [padded rows x kDecodeBlockKeys] scores, then weights; padded rows 0
+  float* values;   // [kDecodeBlockKeys x value_stride] V rows widened to float, zero past Dv
+  OnlineSoftmax<float> softmax;
+};
+
+/// The partial results of the group rows of kv head g in sequence b over the keys of `chunk`:
+/// out_rows [group rows x Dv] and out_lse [group rows] (natural log; -inf and zeros for a row
+/// attending none of the chunk's keys). Row r is query head g * group + r / Lq, row r % Lq.
+/// Keys are visited in blocks of kDecodeBlockKeys cut at page ends; a block no row attends is
+/// not read, a key no row attends is not read, and keys a row does not attend are excluded by
+/// selection (SPEC.md section 0), never multiplied.
+template <class Q, class E, class Out>
+void decode_chunk(const DecodeCall<Q, E, Out>& call, const DecodeSpans& spans, index_t b, index_t g,
+                  const KeyRange& chunk, float* out_rows, float* out_lse) {
+  constexpr index_t kW = static_cast<index_t>(simd::kWidth<float>);
+  constexpr index_t kStride = kDecodeBlockKeys;
+  constexpr float kExcluded = attnkit::detail::kExcludedScore<float>;
+  const index_t rows = call.group_rows(), group = call.group(), q_len = call.q_len;
+  const index_t padded_rows = attnkit::detail::round_up(rows, simd::kValueRowBlock);
+  const index_t head_dim = call.head_dim, value_dim = call.value_dim;
+  const index_t dim_stride = attnkit::detail::round_up(head_dim, kW);
+  const index_t value_stride = attnkit::detail::round_up(value_dim, kW);
+  DecodeWorkspace work(padded_rows, dim_stride, value_stride);
+
+  // Queries widened and scaled by sigma log2(e) (base-2 scores, as the tiled driver's).
+  const float q_scale = call.scale * kLog2e<float>;
+  std::vector<std::span<const KeyRange>> row_spans(static_cast<std::size_t>(rows));
+  std::vector<std::size_t> cursor(static_cast<std::size_t>(rows));
+  for (index_t r = 0; r < rows; ++r) {
+    const index_t h = g * group + r / q_len, i = r % q_len;
+    float* row = work.queries + r * dim_stride;
+    simd::widen_row(call.q.row(b, h, i), head_dim, row);
+    for (index_t d = 0; d < head_dim; ++d) row[d] *= q_scale;
+    std::fill(row + head_dim, row + dim_stride, 0.0f);
+    const std::span<const KeyRange> own = spans.row(call.row_id(b, h, i));
+    row_spans[static_cast<std::size_t>(r)] = own;
+    cursor[static_cast<std::size_t>(r)] = static_cast<std::size_t>(
+        std::partition_point(own.begin(), own.end(), [&](const KeyRange& s) { return s.end <= chunk.begin; }) -
+        own.begin());
+  }
+  std::fill(work.scores + rows * kStride, work.scores + padded_rows * kStride, 0.0f);
+  work.softmax.reset(padded_rows);
+
+  std::vector<BlockCoverage> coverage(static_cast<std::size_t>(rows));
+  std::array<bool, kDecodeBlockKeys> needed{};
+  const index_t key_stride = call.cache.key_stride(), cache_value_stride = call.cache.value_stride();
+  for (index_t j0 = chunk.begin, j1 = 0; j0 < chunk.end; j0 = j1) {
+    j1 = std::min({j0 + kDecodeBlockKeys, chunk.end, call.cache.page_end(j0)});
+    const index_t keys = j1 - j0, columns = attnkit::detail::round_up(keys, kW);
+    bool any = false, every = true;
+    for (index_t r = 0; r < rows; ++r) {
+      const std::span<const KeyRange> own = row_spans[static_cast<std::size_t>(r)];
+      std::size_t& c = cursor[static_cast<std::size_t>(r)];
+      while (c < own.size() && own[c].end <= j0) ++c;
+      BlockCoverage& cover = coverage[static_cast<std::size_t>(r)];
+      if (c == own.size() || own[c].begin >= j1) {
+        cover = BlockCoverage::kNone;
+      } else {
+        cover = own[c].begin <= j0 && own[c].end >= j1 ? BlockCoverage::kFull : BlockCoverage::kPartial;
+      }
+      any = any || cover != BlockCoverage::kNone;
+      every = every && cover == BlockCoverage::kFull;
+    }
+    if (!any) continue;
+
+    // The keys some row attends (all of them when every row attends the whole block).
+    std::fill(needed.begin(), needed.begin() + keys, every);
+    if (!every) {
+      for (index_t r = 0; r < rows; ++r) {
+        const std::span<const KeyRange> own = row_spans[static_cast<std::size_t>(r)];
+        for (std::size_t c = cursor[static_cast<std::size_t>(r)]; c < own.size() && own[c].begin < j1; ++c)
+          std::fill(needed.begin() + (std::max(own[c].begin, j0) - j0),
+                    needed.begin() + (std::min(own[c].end, j1) - j0), true);
+      }
+    }
+
+    // Scores of the attended keys; the other keys' columns excluded for every row.
+    const E* first_key = call.cache.key(b, g, j0);
+    const E* first_value = call.cache.value(b, g, j0);
+    const index_t key_elements = head_dim / kValuesPerElement<E>, value_elements = value_dim / kValuesPerElement<E>;
+    const bool next_in_page = j1 + keys <= std::min(chunk.end, call.cache.page_end(j0));
+    for (index_t c = 0; c < keys; ++c) {
+      if (needed[static_cast<std::size_t>(c)]) {
+        simd::prefetch_row(first_value + c * cache_value_stride, value_elements, false);
+        if (next_in_page) simd::prefetch_row(first_key + (c + keys) * key_stride, key_elements, false);
+        simd::key_dots(work.queries, dim_stride, rows, first_key + c * key_stride, head_dim, work.scores + c, kStride);
+      } else {
+        for (index_t r = 0; r < rows; ++r) work.scores[r * kStride + c] = kExcluded;
+      }
+    }
+    for (index_t r = 0; r < rows; ++r) {
+      float* row = work.scores + r * kStride;
+      const BlockCoverage cover = coverage[static_cast<std::size_t>(r)];
+      if (cover == BlockCoverage::kNone) {
+        std::fill(row, row + keys, kExcluded);
+      } else if (cover == BlockCoverage::kPartial) {
+        const std::span<const KeyRange> own = row_spans[static_cast<std::size_t>(r)];
+        index_t kept_until = j0;
+        for (std::size_t c = cursor[static_cast<std::size_t>(r)]; c < own.size() && own[c].begin < j1; ++c) {
+          if (own[c].begin > kept_until) std::fill(row + (kept_until - j0), row + (own[c].begin - j0), kExcluded);
+          kept_until = std::min(own[c].end, j1);
+        }
+        std::fill(row + (kept_until - j0), row + keys, kExcluded);
+      }
+      std::fill(row + keys, row + columns, kExcluded);
+    }
+    work.softmax.absorb_scores(work.scores, kStride, rows, columns);
+
+    // V rows: read in place when they are whole float vectors, else widened into L1.
+    ValueRows<float> values{work.values, value_stride};
+    if constexpr (std::is_same_v<E, float>) {
+      if (value_dim == value_stride) values = ValueRows<float>{call.cache.value(b, g, j0), cache_value_stride};
+    }
+    if (values.rows == work.values) {
+      for (index_t c = 0; c < keys; ++c) {
+        if (!needed[static_cast<std::size_t>(c)]) continue;
+        float* widened = work.values + c * value_stride;
+        simd::widen_values(first_value + c * cache_value_stride, value_dim, widened);
+        std::fill(widened + value_dim, widened + value_stride, 0.0f);
+      }
+    }
+    if (every) {
+      work.softmax.accumulate<simd::ZeroWeights::kMultiply>(work.scores, kStride, values, padded_rows, keys,
+                                                            value_stride / kW, true);
+    } else {
+      work.softmax.accumulate<simd::ZeroWeights::kSkip>(work.scores, kStride, values, padded_rows, keys,
+                                                        value_stride / kW, true);
+    }
+  }
+  for (index_t r = 0; r < rows; ++r) out_lse[r] = work.softmax.finish_row(r, out_rows + r * value_dim, value_dim);
+}
+
+}  // namespace attnkit::kernel

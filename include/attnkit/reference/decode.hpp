@@ -1,0 +1,107 @@
+#pragma once
+// reference::attention over a KV cache: SPEC.md section 13's definition evaluated in double,
+// for tests and users checking a decode result. Independent of the decode kernels: it finds
+// each token's slot from the cache's definition (page of the block table, slot in the page),
+// dequantizes element by element and takes mu from the mask's multiplicity, key by key.
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "attnkit/cache/kv_cache.hpp"
+#include "attnkit/cache/sequence_pattern.hpp"
+#include "attnkit/core/concepts.hpp"
+#include "attnkit/core/half.hpp"
+#include "attnkit/core/options.hpp"
+#include "attnkit/core/q8_block.hpp"
+#include "attnkit/core/tensor_view.hpp"
+#include "attnkit/decode.hpp"
+
+namespace attnkit::reference {
+
+namespace detail {
+
+/// Value d of a cache row as double: exact for every element type.
+template <class E>
+double cache_value(const E* row, index_t d) {
+  if constexpr (std::is_same_v<E, q8_0_block>) {
+    const q8_0_block& block = row[d / q8_0_block::kValues];
+    return static_cast<double>(to_float(block.scale)) * static_cast<double>(block.values[d % q8_0_block::kValues]);
+  } else {
+    return static_cast<double>(widen(row[d]));
+  }
+}
+
+/// The K (or V) row of token t of sequence b, kv head h.
+template <class E>
+const E* token_row(const KvCache<E>& cache, bool value, index_t b, index_t h, index_t t) {
+  return (value ? cache.v : cache.k).row(b, h, t);
+}
+template <class E>
+const E* token_row(const PagedKvCache<E>& cache, bool value, index_t b, index_t h, index_t t) {
+  const TensorView<E>& pages = value ? cache.v_pages : cache.k_pages;
+  const index_t page_size = pages.seq();
+  return pages.row(cache.block_table(b, t / page_size), h, t % page_size);
+}
+
+}  // namespace detail
+
+/// Float64 attention of q [B, Hq, Lq, D] (float, bfloat16 or float16, widened exactly) over the
+/// cache's tokens, for the same patterns and rules as attnkit::attention over a cache: row i of
+/// sequence b at position p = lengths[b] - Lq + i attends key j < lengths[b] mu times, mu the
+/// multiplicity of sequence_prefix(pattern, lengths[b])'s mask on the lengths[b] x lengths[b]
+/// shape; values of 8-bit blocks are d * q. out [B, Hq, Lq, Dv] and lse [B, Hq, Lq, 1] (or
+/// null) in double; empty rows give 0 and -inf. O(Lq lengths[b] (D + Dv)) per head.
+template <DecodablePattern P, class Q, AnyKvCache Cache>
+void attention(const P& pattern, TensorView<const Q> q, const Cache& cache, TensorView<double> out,
+               TensorView<double>* lse = nullptr, const Options& options = {}) {
+  using E = cache_element_t<Cache>;
+  const attnkit::detail::CacheShape shape = attnkit::detail::validate_cache(cache);
+  attnkit::detail::validate_view("out", out, 1);
+  const double sigma = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
+  const index_t group = q.heads() / shape.kv_heads;
+  for (index_t b = 0; b < q.batch(); ++b) {
+    const index_t length = cache.lengths[static_cast<std::size_t>(b)];
+    const AttentionShape square{1, q.heads(), shape.kv_heads, length, length, shape.head_dim, shape.value_dim};
+    const auto mask = sequence_prefix(pattern, length).mask(square);
+    for (index_t h = 0; h < q.heads(); ++h)
+      for (index_t i = 0; i < q.seq(); ++i) {
+        const index_t position = length - q.seq() + i;
+        std::vector<double> logits, weights;
+        std::vector<index_t> keys;
+        if (position >= 0) {
+          for (index_t j = 0; j < length; ++j) {
+            const int mu = mask.multiplicity(h, position, j);
+            if (mu == 0) continue;
+            const E* key = detail::token_row(cache, false, b, h / group, j);
+            double dot = 0;
+            for (index_t d = 0; d < shape.head_dim; ++d)
+              dot += static_cast<double>(widen(q(b, h, i, d))) * detail::cache_value(key, d);
+            for (int m = 0; m < mu; ++m) {
+              logits.push_back(sigma * dot);
+              keys.push_back(j);
+            }
+          }
+        }
+        double top = -std::numeric_limits<double>::infinity(), total = 0;
+        for (double s : logits) top = std::max(top, s);
+        for (double s : logits) {
+          weights.push_back(std::exp(s - top));
+          total += weights.back();
+        }
+        std::vector<double> sum(static_cast<std::size_t>(shape.value_dim), 0.0);
+        for (std::size_t e = 0; e < keys.size(); ++e) {
+          const E* value = detail::token_row(cache, true, b, h / group, keys[e]);
+          for (index_t d = 0; d < shape.value_dim; ++d)
+            sum[static_cast<std::size_t>(d)] += weights[e] * detail::cache_value(value, d);
+        }
+        for (index_t d = 0; d < shape.value_dim; ++d)
+          out(b, h, i, d) = keys.empty() ? 0.0 : sum[static_cast<std::size_t>(d)] / total;
+        if (lse != nullptr)
+          (*lse)(b, h, i, 0) = keys.empty() ? -std::numeric_limits<double>::infinity() : top + std::log(total);
+      }
+  }
+}
+
+}  // namespace attnkit::reference

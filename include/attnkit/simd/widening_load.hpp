@@ -1,0 +1,106 @@
+#pragma once
+// One vector of a cache row as floats, widened in registers: float, bfloat16, float16 or
+// 8-bit blocks (q8_0_block). Decode reads every cache byte once, so rows are converted where
+// they are consumed instead of through a float copy.
+
+#include <cstring>
+#include <type_traits>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+#include "attnkit/core/half.hpp"
+#include "attnkit/core/index.hpp"
+#include "attnkit/core/q8_block.hpp"
+#include "attnkit/simd/batch.hpp"
+#include "attnkit/simd/convert.hpp"
+
+namespace attnkit::simd {
+
+namespace detail {
+/// Lane by lane through core/half.hpp's conversions (targets without the instruction).
+template <class E>
+Batch<float> load_widened_lanes(const E* row, index_t d) {
+  alignas(64) float lanes[kWidth<float>];
+  for (std::size_t l = 0; l < kWidth<float>; ++l) {
+    const index_t i = d + static_cast<index_t>(l);
+    if constexpr (std::is_same_v<E, q8_0_block>) {
+      const q8_0_block& block = row[i / q8_0_block::kValues];
+      lanes[l] = to_float(block.scale) * static_cast<float>(block.values[i % q8_0_block::kValues]);
+    } else {
+      lanes[l] = widen(row[i]);
+    }
+  }
+  return Batch<float>::load_aligned(lanes);
+}
+}  // namespace detail
+
+/// Values row[d .. d + kWidth<float>) of a row of element type E as floats, exactly: a load for
+/// float; bfloat16 by a 16-bit shift; float16 by vcvtph2ps; an 8-bit block's int8 values
+/// sign-extended, converted and multiplied by its float16 scale (d * q is exact in float). For
+/// q8_0_block, `row` points at the row's first block and d counts values (a multiple of the
+/// vector width, so one vector never straddles two blocks).
+template <class E>
+Batch<float> load_widened(const E* row, index_t d) {
+  // One branch per instruction set, chosen by the preprocessor as Batch<float> is: 16 lanes
+  // with AVX-512, 8 with AVX (integer widening needs AVX2), 4 with SSE.
+  if constexpr (std::is_same_v<E, float>) {
+    return Batch<float>::load_unaligned(row + d);
+  } else if constexpr (std::is_same_v<E, bfloat16>) {
+#if defined(__AVX512F__)
+    const __m512i bits = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + d)));
+    return Batch<float>(_mm512_castsi512_ps(_mm512_slli_epi32(bits, 16)));
+#elif defined(__AVX2__)
+    const __m256i bits = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + d)));
+    return Batch<float>(_mm256_castsi256_ps(_mm256_slli_epi32(bits, 16)));
+#elif defined(__SSE2__) && !defined(__AVX__)
+    const __m128i bits = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + d));
+    return Batch<float>(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), bits)));
+#else
+    return detail::load_widened_lanes(row, d);
+#endif
+  } else if constexpr (std::is_same_v<E, float16>) {
+#if defined(__AVX512F__)
+    return Batch<float>(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + d))));
+#elif defined(__F16C__)
+    return Batch<float>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + d))));
+#else
+    return detail::load_widened_lanes(row, d);
+#endif
+  } else {
+    static_assert(std::is_same_v<E, q8_0_block>, "cache rows hold float, bfloat16, float16 or q8_0_block");
+    static_assert(q8_0_block::kValues % kWidth<float> == 0, "a vector lies inside one block");
+    const q8_0_block& block = row[d / q8_0_block::kValues];
+    [[maybe_unused]] const std::int8_t* values = block.values + d % q8_0_block::kValues;
+#if defined(__AVX512F__)
+    const __m512i wide = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
+    return Batch<float>(_mm512_cvtepi32_ps(wide)) * Batch<float>(to_float(block.scale));
+#elif defined(__AVX2__)
+    const __m256i wide = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(values)));
+    return Batch<float>(_mm256_cvtepi32_ps(wide)) * Batch<float>(to_float(block.scale));
+#elif defined(__SSE4_1__) && !defined(__AVX__)
+    std::int32_t packed;
+    std::memcpy(&packed, values, sizeof(packed));
+    const __m128i wide = _mm_cvtepi8_epi32(_mm_cvtsi32_si128(packed));
+    return Batch<float>(_mm_cvtepi32_ps(wide)) * Batch<float>(to_float(block.scale));
+#else
+    return detail::load_widened_lanes(row, d);
+#endif
+  }
+}
+
+/// dst[0 .. n) = the first n values of a row of element type E as floats (n a multiple of 32
+/// for q8_0_block): simd::widen_row for float and the half types, load_widened block by block
+/// for 8-bit blocks.
+template <class E>
+void widen_values(const E* row, index_t n, float* dst) {
+  if constexpr (std::is_same_v<E, q8_0_block>) {
+    constexpr index_t kW = static_cast<index_t>(kWidth<float>);
+    for (index_t d = 0; d < n; d += kW) load_widened(row, d).store_unaligned(dst + d);
+  } else {
+    widen_row(row, n, dst);
+  }
+}
+
+}  // namespace attnkit::simd

@@ -1,0 +1,451 @@
+// Attention over KV caches (SPEC.md section 13) against reference::attention over the same
+// cache (float64 on the stored values, dequantized for 8-bit blocks): every decodable pattern,
+// contiguous and paged caches of every element type, ragged lengths, Lq > 1, empty sequences,
+// shared pages, thread and batch invariance, append's rounding and quantization, every bad
+// input.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "attnkit/attnkit.hpp"
+#include "support/accuracy.hpp"
+#include "support/test_data.hpp"
+
+namespace attnkit::testing {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+/// A cache of element type E over storage it owns, seen contiguous ([B, Hk, capacity, D]) or
+/// paged ([pages, Hk, page_size, D] with a shuffled block table, optionally sequence 1 sharing
+/// sequence 0's first page). Rows are written through attnkit::append from N(0, 1) floats.
+template <class E>
+struct TestCache {
+  index_t batch, kv_heads, capacity, head_dim, value_dim, page_size;
+  bool paged;
+  std::vector<E> k, v;
+  std::vector<std::int32_t> table;
+  std::vector<index_t> lengths;
+
+  TestCache(index_t b, index_t hk, index_t cap, index_t d, index_t dv, bool is_paged, index_t page = 16,
+            bool share_first_page = false)
+      : batch(b),
+        kv_heads(hk),
+        capacity(cap),
+        head_dim(d),
+        value_dim(dv),
+        page_size(page),
+        paged(is_paged),
+        lengths(static_cast<std::size_t>(b), 0) {
+    const index_t pages_per_sequence = capacity / page_size;
+    const index_t slots = paged ? (batch * pages_per_sequence + 3) * page_size : batch * capacity;
+    k.resize(static_cast<std::size_t>(slots * kv_heads * head_dim / kValuesPerElement<E>));
+    v.resize(static_cast<std::size_t>(slots * kv_heads * value_dim / kValuesPerElement<E>));
+    if (paged) {
+      // Page ids of sequence b, page p: a fixed shuffle of [0, pages) (3 spare pages unused).
+      const index_t pages = batch * pages_per_sequence + 3;
+      std::vector<std::int32_t> order(static_cast<std::size_t>(pages));
+      for (index_t i = 0; i < pages; ++i)
+        order[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 7 + 3) % pages);
+      table.assign(order.begin(), order.begin() + batch * pages_per_sequence);
+      if (share_first_page && batch > 1) table[static_cast<std::size_t>(pages_per_sequence)] = table[0];
+    }
+  }
+
+  KvCache<E> contiguous() {
+    return KvCache<E>{bhld(k.data(), batch, kv_heads, capacity, head_dim / kValuesPerElement<E>),
+                      bhld(v.data(), batch, kv_heads, capacity, value_dim / kValuesPerElement<E>), lengths};
+  }
+  PagedKvCache<E> paged_view() {
+    const index_t pages = static_cast<index_t>(k.size()) / (kv_heads * page_size * head_dim / kValuesPerElement<E>);
+    const index_t per = capacity / page_size;
+    return PagedKvCache<E>{bhld(k.data(), pages, kv_heads, page_size, head_dim / kValuesPerElement<E>),
+                           bhld(v.data(), pages, kv_heads, page_size, value_dim / kValuesPerElement<E>),
+                           PageTable{table.data(), batch, per, per}, lengths};
+  }
+
+  /// Appends `rows` N(0, 1) rows (seed) to every sequence, then sets the lengths.
+  void fill(index_t rows, std::uint64_t seed, const std::vector<index_t>& final_lengths) {
+    std::vector<float> kn(static_cast<std::size_t>(batch * kv_heads * rows * head_dim));
+    std::vector<float> vn(static_cast<std::size_t>(batch * kv_heads * rows * value_dim));
+    for (std::size_t i = 0; i < kn.size(); ++i) kn[i] = static_cast<float>(normal_sample(seed, 1, i));
+    for (std::size_t i = 0; i < vn.size(); ++i) vn[i] = static_cast<float>(normal_sample(seed, 2, i));
+    std::fill(lengths.begin(), lengths.end(), 0);
+    const auto k_new = bhld(static_cast<const float*>(kn.data()), batch, kv_heads, rows, head_dim);
+    const auto v_new = bhld(static_cast<const float*>(vn.data()), batch, kv_heads, rows, value_dim);
+    if (paged) {
+      append(paged_view(), k_new, v_new);
+    } else {
+      append(contiguous(), k_new, v_new);
+    }
+    lengths = final_lengths;
+  }
+
+  /// Every slot of sequence b from token `from` on (contiguous caches) set to NaN: never read.
+  void poison_after(index_t b, index_t from) {
+    for (index_t h = 0; h < kv_heads; ++h)
+      for (index_t t = from; t < capacity; ++t) {
+        E* key = contiguous().k.row(b, h, t);
+        E* value = contiguous().v.row(b, h, t);
+        poison(key, head_dim / kValuesPerElement<E>);
+        poison(value, value_dim / kValuesPerElement<E>);
+      }
+  }
+  static void poison(E* row, index_t elements) {
+    for (index_t e = 0; e < elements; ++e) {
+      if constexpr (std::is_same_v<E, q8_0_block>) {
+        row[e].scale = to_float16(std::numeric_limits<float>::quiet_NaN());
+      } else {
+        row[e] = store_as<E>(kNaN);
+      }
+    }
+  }
+};
+
+/// q [B, Hq, Lq, D] N(0, 1) in element type Q.
+template <class Q>
+std::vector<Q> make_queries(index_t count, std::uint64_t seed) {
+  std::vector<Q> q(static_cast<std::size_t>(count));
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = store_as<Q>(normal_sample(seed, 3, i));
+  return q;
+}
+
+/// SPEC.md section 11's float tolerance (atol 2e-5 max|V| with max|V| about 5 for N(0, 1)
+/// values, rtol 1e-4) plus the rounding of the output type.
+template <class Out>
+Tolerance decode_tolerance() {
+  return Tolerance{2e-5 * 5.0, 1e-4 + output_rounding<Out>()};
+}
+
+/// Runs attnkit::attention over the cache and compares out and lse with the reference.
+template <class Out, class Q, class Cache, class P>
+void expect_matches_reference(const P& pattern, const std::vector<Q>& q, index_t q_heads, index_t q_len,
+                              const Cache& cache, index_t batch, index_t head_dim, index_t value_dim,
+                              const std::string& label, int threads = 0) {
+  const auto qv = bhld(q.data(), batch, q_heads, q_len, head_dim);
+  std::vector<Out> out(static_cast<std::size_t>(batch * q_heads * q_len * value_dim), store_as<Out>(kNaN));
+  std::vector<float> lse(static_cast<std::size_t>(batch * q_heads * q_len), 0.0f);
+  Options options;
+  options.threads = threads;
+  attention(pattern, qv, cache, bhld(out.data(), batch, q_heads, q_len, value_dim),
+            lse_view(lse.data(), batch, q_heads, q_len), options);
+  std::vector<double> ref(out.size()), ref_lse(lse.size());
+  TensorView<double> ref_lse_view = lse_view(ref_lse.data(), batch, q_heads, q_len);
+  reference::attention(pattern, qv, cache, bhld(ref.data(), batch, q_heads, q_len, value_dim), &ref_lse_view);
+  std::vector<double> got(out.size()), got_lse(lse.size());
+  for (std::size_t i = 0; i < out.size(); ++i) got[i] = static_cast<double>(widen(out[i]));
+  for (std::size_t i = 0; i < lse.size(); ++i) got_lse[i] = lse[i];
+  const auto view = [&](const std::vector<double>& x, index_t dim) {
+    return bhld(x.data(), batch, q_heads, q_len, dim);
+  };
+  EXPECT_TRUE(all_close<double>(view(got, value_dim), view(ref, value_dim), decode_tolerance<Out>())) << label;
+  EXPECT_TRUE(all_close<double>(view(got_lse, 1), view(ref_lse, 1), Tolerance{2e-5, 1e-6})) << label << " (lse)";
+}
+
+/// The patterns of SPEC.md section 13 for Hq = 4 heads and caches of up to 704 tokens.
+template <class Visit>
+void for_each_decode_pattern(Visit&& visit) {
+  visit(Full{}, "Full");
+  visit(Full{.causal = true}, "Full causal");
+  visit(SlidingWindow::causal(100), "causal window 100");
+  visit(Union{SlidingWindow::causal(64), Global({0, 1, 2, 3})}, "StreamingLLM: 4 sinks + window 64");
+  visit(Dilated(16, 0, {1, 2, 3, 5}), "dilated causal window, dilations 1 2 3 5");
+  visit(BlockSparse::local(64, 11, true), "causal block-diagonal, layout for the capacity");
+  visit(BigBird(64, 2, 7), "BigBird b = 64, r = 2");
+  visit(PerHead<Full, SlidingWindow>({Full{.causal = true}, SlidingWindow::causal(8), SlidingWindow(30, 30), Full{}}),
+        "per head");
+  visit(Intersection{SlidingWindow::symmetric(200), Full{.causal = true}}, "window and causal");
+}
+
+template <class E>
+class DecodeTest : public ::testing::Test {};
+using CacheTypes = ::testing::Types<float, bfloat16, float16, q8_0_block>;
+TYPED_TEST_SUITE(DecodeTest, CacheTypes);
+
+// Every pattern, contiguous and paged (shuffled pages, sequence 1 sharing sequence 0's first
+// page), ragged lengths (one empty), Lq = 1 and Lq = 3, GQA (Hq = 4, Hk = 2), float queries.
+TYPED_TEST(DecodeTest, EveryPatternMatchesTheReference) {
+  using E = TypeParam;
+  const index_t batch = 3, kv_heads = 2, q_heads = 4, capacity = 704, head_dim = 64, value_dim = 32;
+  for (bool paged : {false, true}) {
+    TestCache<E> cache(batch, kv_heads, capacity, head_dim, value_dim, paged, 16, true);
+    cache.fill(capacity, 11, {613, 0, 2});
+    for (index_t q_len : {1, 3}) {
+      const std::vector<float> q = make_queries<float>(batch * q_heads * q_len * head_dim, 5 + q_len);
+      for_each_decode_pattern([&](const auto& pattern, const char* name) {
+        const std::string label =
+            std::string(name) + (paged ? ", paged" : ", contiguous") + ", Lq " + std::to_string(q_len);
+        if (paged) {
+          expect_matches_reference<float>(pattern, q, q_heads, q_len, cache.paged_view(), batch, head_dim, value_dim,
+                                          label);
+        } else {
+          expect_matches_reference<float>(pattern, q, q_heads, q_len, cache.contiguous(), batch, head_dim, value_dim,
+                                          label);
+        }
+      });
+    }
+  }
+}
+
+// Half queries with out in their own type and in float; an odd head dim and MHA (Hq = Hk).
+TYPED_TEST(DecodeTest, HalfQueriesOddDimsAndMultiHead) {
+  using E = TypeParam;
+  const index_t batch = 2, kv_heads = 3, q_heads = 3, capacity = 320;
+  const index_t head_dim = std::is_same_v<E, q8_0_block> ? 96 : 45, value_dim = std::is_same_v<E, q8_0_block> ? 32 : 19;
+  TestCache<E> cache(batch, kv_heads, capacity, head_dim, value_dim, false);
+  cache.fill(capacity, 12, {320, 129});
+  const std::vector<bfloat16> qb = make_queries<bfloat16>(batch * q_heads * 2 * head_dim, 9);
+  const std::vector<float16> qh = make_queries<float16>(batch * q_heads * 2 * head_dim, 10);
+  const auto pattern = Union{SlidingWindow::causal(50), Global({0, 7})};
+  expect_matches_reference<bfloat16>(pattern, qb, q_heads, 2, cache.contiguous(), batch, head_dim, value_dim, "bf16");
+  expect_matches_reference<float>(pattern, qb, q_heads, 2, cache.contiguous(), batch, head_dim, value_dim, "bf16->f");
+  expect_matches_reference<float16>(pattern, qh, q_heads, 2, cache.contiguous(), batch, head_dim, value_dim, "fp16");
+  expect_matches_reference<float>(pattern, qh, q_heads, 2, cache.contiguous(), batch, head_dim, value_dim, "fp16->f");
+}
+
+// Empty sequences and rows before a sequence's first token give 0 and lse -inf; slots past a
+// sequence's length and keys outside its window hold NaN and never reach an output.
+TYPED_TEST(DecodeTest, EmptyRowsAndUnreadSlots) {
+  using E = TypeParam;
+  const index_t batch = 3, kv_heads = 1, q_heads = 2, capacity = 256, head_dim = 32, q_len = 4;
+  TestCache<E> cache(batch, kv_heads, capacity, head_dim, head_dim, false);
+  cache.fill(capacity, 13, {0, 2, 200});
+  cache.poison_after(1, 2);
+  cache.poison_after(2, 200);
+  // Sequence 2: keys 100 .. 139 poisoned too; a causal window of 50 at positions 196 .. 199
+  // starts at 146.
+  for (index_t t = 100; t < 140; ++t) {
+    TestCache<E>::poison(cache.contiguous().k.row(2, 0, t), head_dim / kValuesPerElement<E>);
+    TestCache<E>::poison(cache.contiguous().v.row(2, 0, t), head_dim / kValuesPerElement<E>);
+  }
+  const std::vector<float> q = make_queries<float>(batch * q_heads * q_len * head_dim, 14);
+  std::vector<float> out(static_cast<std::size_t>(batch * q_heads * q_len * head_dim), 1.0f);
+  std::vector<float> lse(static_cast<std::size_t>(batch * q_heads * q_len), 1.0f);
+  attention(SlidingWindow::causal(50), bhld(q.data(), batch, q_heads, q_len, head_dim), cache.contiguous(),
+            bhld(out.data(), batch, q_heads, q_len, head_dim), lse_view(lse.data(), batch, q_heads, q_len));
+  const auto out_view = bhld(out.data(), batch, q_heads, q_len, head_dim);
+  const auto lse_at = [&](index_t b, index_t h, index_t i) {
+    return lse[static_cast<std::size_t>((b * q_heads + h) * q_len + i)];
+  };
+  for (index_t h = 0; h < q_heads; ++h)
+    for (index_t i = 0; i < q_len; ++i) {
+      // Sequence 0 is empty; sequence 1 holds 2 tokens, so its rows 0 and 1 sit before them.
+      for (index_t b : {0, 1}) {
+        if (b == 1 && i >= 2) continue;
+        EXPECT_EQ(lse_at(b, h, i), -std::numeric_limits<float>::infinity()) << b << " " << h << " " << i;
+        for (index_t d = 0; d < head_dim; ++d) EXPECT_EQ(out_view(b, h, i, d), 0.0f);
+      }
+      for (index_t b : {1, 2}) {
+        if (b == 1 && i < 2) continue;
+        EXPECT_TRUE(std::isfinite(lse_at(b, h, i)));
+        for (index_t d = 0; d < head_dim; ++d) EXPECT_TRUE(std::isfinite(out_view(b, h, i, d)));
+      }
+    }
+}
+
+// The same bits for 1 and 2 threads, and for a sequence decoded alone or inside a batch.
+TYPED_TEST(DecodeTest, ThreadCountAndBatchCompositionInvariance) {
+  using E = TypeParam;
+  const index_t batch = 2, kv_heads = 2, q_heads = 8, capacity = 2304, head_dim = 64, q_len = 2;
+  TestCache<E> cache(batch, kv_heads, capacity, head_dim, head_dim, false);
+  cache.fill(capacity, 15, {2304, 1777});
+  const std::vector<float> q = make_queries<float>(batch * q_heads * q_len * head_dim, 16);
+  const auto run = [&](const KvCache<E>& view, index_t b0, index_t count, int threads) {
+    std::vector<float> out(static_cast<std::size_t>(count * q_heads * q_len * head_dim));
+    Options options;
+    options.threads = threads;
+    attention(Union{Full{.causal = true}, Global({3})},
+              bhld(q.data() + b0 * q_heads * q_len * head_dim, count, q_heads, q_len, head_dim), view,
+              bhld(out.data(), count, q_heads, q_len, head_dim), options);
+    return out;
+  };
+  const std::vector<float> one = run(cache.contiguous(), 0, batch, 1), two = run(cache.contiguous(), 0, batch, 2);
+  EXPECT_EQ(one, two);
+  // Sequence 1 alone: a one-sequence view of the same storage.
+  KvCache<E> full = cache.contiguous();
+  std::vector<index_t> length{cache.lengths[1]};
+  const KvCache<E> alone{TensorView<E>(full.k.row(1, 0, 0), {1, kv_heads, capacity, full.k.dim()}, full.k.strides()),
+                         TensorView<E>(full.v.row(1, 0, 0), {1, kv_heads, capacity, full.v.dim()}, full.v.strides()),
+                         length};
+  const std::vector<float> single = run(alone, 1, 1, 2);
+  EXPECT_TRUE(std::equal(single.begin(), single.end(), one.begin() + q_heads * q_len * head_dim));
+}
+
+// Append then attend equals prefill attention over the concatenated tensors (the last Lq rows
+// of the square call, float cache), within the float tolerance of two float kernels.
+TEST(DecodeAppend, AppendThenAttendEqualsPrefill) {
+  const index_t heads = 2, head_dim = 32, prompt = 300, steps = 3, total = prompt + steps;
+  std::vector<float> q(static_cast<std::size_t>(heads * total * head_dim)), k(q.size()), v(q.size());
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    q[i] = static_cast<float>(normal_sample(17, 1, i));
+    k[i] = static_cast<float>(normal_sample(17, 2, i));
+    v[i] = static_cast<float>(normal_sample(17, 3, i));
+  }
+  const auto all = [&](const std::vector<float>& x) { return bhld(x.data(), 1, heads, total, head_dim); };
+  for (const auto& pattern : {SlidingWindow::causal(40), SlidingWindow(SlidingWindow::kUnbounded, 0)}) {
+    std::vector<float> prefill(q.size());
+    attention(pattern, all(q), all(k), all(v), bhld(prefill.data(), 1, heads, total, head_dim));
+    std::vector<float> kc(static_cast<std::size_t>(heads * total * head_dim)), vc(kc.size());
+    std::vector<index_t> lengths{0};
+    const KvCache<float> cache{bhld(kc.data(), 1, heads, total, head_dim), bhld(vc.data(), 1, heads, total, head_dim),
+                               lengths};
+    const auto rows = [&](const std::vector<float>& x, index_t first, index_t count) {
+      // [1, heads, count, D] rows first .. first + count of a [1, heads, total, D] buffer.
+      return TensorView<const float>(x.data() + first * head_dim, {1, heads, count, head_dim},
+                                     {heads * total * head_dim, total * head_dim, head_dim, 1});
+    };
+    append(cache, rows(k, 0, prompt), rows(v, 0, prompt));
+    for (index_t step = 0; step < steps; ++step) {
+      const index_t t = prompt + step;
+      append(cache, rows(k, t, 1), rows(v, t, 1));
+      EXPECT_EQ(lengths[0], t + 1);
+      std::vector<float> out(static_cast<std::size_t>(heads * head_dim));
+      attention(pattern, rows(q, t, 1), cache, bhld(out.data(), 1, heads, 1, head_dim));
+      for (index_t h = 0; h < heads; ++h)
+        for (index_t d = 0; d < head_dim; ++d) {
+          const float expected = all(prefill)(0, h, t, d);
+          EXPECT_NEAR(out[static_cast<std::size_t>(h * head_dim + d)], expected, 2e-4 + 2e-4 * std::abs(expected));
+        }
+    }
+  }
+}
+
+// append stores rows rounded to nearest even (half caches) or quantized as INFERENCE.md's
+// 8-bit block rule says, computed here independently in double.
+TEST(DecodeAppend, StoresRoundedAndQuantizedRows) {
+  const index_t head_dim = 64;
+  std::vector<float> row(static_cast<std::size_t>(head_dim));
+  for (index_t d = 0; d < head_dim; ++d)
+    row[static_cast<std::size_t>(d)] = static_cast<float>(normal_sample(18, 1, d) * 3);
+  row[5] = 1.0f + 0x1p-9f;  // a bfloat16 tie: rounds to even (1.0)
+  row[40] = -100.0f;        // the second block's amax
+  const auto source = bhld(static_cast<const float*>(row.data()), 1, 1, 1, head_dim);
+  std::vector<index_t> lengths{0};
+  std::vector<bfloat16> kb(static_cast<std::size_t>(head_dim)), vb(kb.size());
+  append(KvCache<bfloat16>{bhld(kb.data(), 1, 1, 1, head_dim), bhld(vb.data(), 1, 1, 1, head_dim), lengths}, source,
+         source);
+  EXPECT_EQ(lengths[0], 1);
+  for (index_t d = 0; d < head_dim; ++d)
+    EXPECT_EQ(kb[static_cast<std::size_t>(d)].bits, to_bfloat16(row[static_cast<std::size_t>(d)]).bits);
+  EXPECT_EQ(to_float(kb[5]), 1.0f);
+  lengths[0] = 0;
+  std::vector<q8_0_block> kq(2), vq(2);
+  append(KvCache<q8_0_block>{bhld(kq.data(), 1, 1, 1, 2), bhld(vq.data(), 1, 1, 1, 2), lengths}, source, source);
+  for (index_t block = 0; block < 2; ++block) {
+    double amax = 0;
+    for (index_t i = 0; i < 32; ++i)
+      amax = std::max(amax, std::abs(static_cast<double>(row[static_cast<std::size_t>(block * 32 + i)])));
+    const float d = static_cast<float>(amax) / 127.0f;
+    EXPECT_EQ(kq[static_cast<std::size_t>(block)].scale.bits, to_float16(d).bits);
+    for (index_t i = 0; i < 32; ++i) {
+      const double x = row[static_cast<std::size_t>(block * 32 + i)] * static_cast<double>(1.0f / d);
+      const double rounded = x < 0 ? -std::floor(-x + 0.5) : std::floor(x + 0.5);  // half away from zero
+      EXPECT_EQ(kq[static_cast<std::size_t>(block)].values[i], static_cast<int>(rounded)) << block << " " << i;
+    }
+  }
+  EXPECT_EQ(kq[1].values[8], -127);
+  // A NaN makes its block NaN (scale) with zero values, not a finite block.
+  std::vector<float> bad(row);
+  bad[3] = std::numeric_limits<float>::quiet_NaN();
+  const q8_0_block nan_block = quantize_q8_0(bad.data());
+  EXPECT_TRUE(std::isnan(to_float(nan_block.scale)));
+  EXPECT_EQ(nan_block.values[0], 0);
+}
+
+// Every bad input: attnkit::invalid_argument naming the argument, nothing written (out keeps
+// its sentinel; append leaves the cache and the lengths as they were).
+TEST(DecodeErrors, BadInputsAreRejectedWithNothingWritten) {
+  const index_t capacity = 64, head_dim = 32;
+  TestCache<float> cache(2, 2, capacity, head_dim, head_dim, true, 16);
+  cache.fill(capacity, 19, {40, 64});
+  std::vector<float> q(static_cast<std::size_t>(2 * 4 * 1 * head_dim), 0.5f), out(q.size(), 7.0f);
+  const auto qv = bhld(static_cast<const float*>(q.data()), 2, 4, 1, head_dim);
+  const auto ov = bhld(out.data(), 2, 4, 1, head_dim);
+  const auto expect_rejected = [&](auto&& call, const std::string& needle) {
+    try {
+      call();
+      ADD_FAILURE() << "no exception, expected one naming " << needle;
+    } catch (const attnkit::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find(needle), std::string::npos) << error.what();
+    }
+    EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return x == 7.0f; })) << needle;
+  };
+  const std::int32_t mapped = cache.table[1];
+  cache.table[1] = 99;  // sequence 0's second page
+  expect_rejected([&] { attention(Full{}, qv, cache.paged_view(), ov); }, "cache.block_table(0, 1)");
+  cache.table[1] = mapped;
+  expect_rejected(
+      [&] {
+        std::vector<index_t> lengths{40, 65};
+        auto bad = cache.paged_view();
+        bad.lengths = lengths;
+        attention(Full{}, qv, bad, ov);
+      },
+      "cache.lengths[1]");
+  expect_rejected(
+      [&] {
+        std::vector<float> q3(static_cast<std::size_t>(2 * 3 * head_dim));
+        attention(Full{}, bhld(static_cast<const float*>(q3.data()), 2, 3, 1, head_dim), cache.paged_view(),
+                  bhld(out.data(), 2, 3, 1, head_dim));
+      },
+      "q.sizes[heads]");
+  expect_rejected(
+      [&] {
+        attention(Full{}, bhld(static_cast<const float*>(q.data()), 2, 4, 1, head_dim / 2), cache.paged_view(),
+                  bhld(out.data(), 2, 4, 1, head_dim));
+      },
+      "q.sizes[dim]");
+  expect_rejected(
+      [&] {
+        std::vector<float> q65(static_cast<std::size_t>(2 * 4 * 65 * head_dim)), o65(q65.size());
+        attention(Full{}, bhld(static_cast<const float*>(q65.data()), 2, 4, 65, head_dim), cache.paged_view(),
+                  bhld(o65.data(), 2, 4, 65, head_dim));
+      },
+      "q.sizes[seq]");
+  expect_rejected(
+      [&] {
+        Options options;
+        options.key_lengths = {3, 3};
+        attention(Full{}, qv, cache.paged_view(), ov, options);
+      },
+      "options.key_lengths");
+  expect_rejected(
+      [&] {  // a Schedule layer holding a kind that cannot decode
+        const AnyKind layer = Linformer::gaussian(16, 64, 1, 0);
+        attention(layer, qv, cache.paged_view(), ov);
+      },
+      "cannot attend over a KV cache");
+  expect_rejected(
+      [&] {  // a global token beyond 40 is dropped, but BlockSparse with too few blocks is not
+        attention(BlockSparse::local(16, 2), qv, cache.paged_view(), ov);
+      },
+      "BlockSparse");
+
+  // append: a full sequence (64 of 64), then an unmapped page; nothing written, lengths kept.
+  const std::vector<float> before_k = cache.k;
+  std::vector<float> row(static_cast<std::size_t>(2 * 2 * head_dim), 1.0f);
+  const auto rv = bhld(static_cast<const float*>(row.data()), 2, 2, 1, head_dim);
+  expect_rejected([&] { append(cache.paged_view(), rv, rv); }, "the cache is full");
+  cache.lengths = {48, 10};
+  cache.table[3] = -1;  // sequence 0's fourth page (tokens 48 .. 63)
+  expect_rejected([&] { append(cache.paged_view(), rv, rv); }, "cache.block_table(0, 3)");
+  cache.table[3] = cache.table[2] + 1 < 11 ? cache.table[2] + 1 : 0;
+  expect_rejected(
+      [&] {
+        std::vector<float> wide(static_cast<std::size_t>(2 * 2 * 2 * head_dim));
+        append(cache.paged_view(), rv, bhld(static_cast<const float*>(wide.data()), 2, 2, 2, head_dim));
+      },
+      "v_new.sizes[seq]");
+  EXPECT_EQ(cache.k, before_k);
+  EXPECT_EQ(cache.lengths, (std::vector<index_t>{48, 10}));
+}
+
+}  // namespace
+}  // namespace attnkit::testing
