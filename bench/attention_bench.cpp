@@ -29,6 +29,7 @@
 #include "attnkit/eigen.hpp"
 #include "bench_patterns.hpp"
 #include "bench_support.hpp"
+#include "decode_bench.hpp"
 #include "dense_paired_bench.hpp"
 #include "half_precision_bench.hpp"
 #if ATTNKIT_BENCH_DISPATCH
@@ -257,6 +258,15 @@ int main(int argc, char** argv) try {
   });
   registry.add_section([=](std::ostream& out, const attnkit::bench::ReportData& data) {
     attnkit::bench::write_half_section(out, data, all_threads);
+  });
+  // Decode over KV caches (issue 29): every cache type and layout against the read probe,
+  // paired; 8-bit blocks against float16; a causal window against the full cache.
+  attnkit::bench::register_decode_paired(registry, all_threads);
+  registry.add_target_rows([=](std::ostream& out, const attnkit::bench::ReportData& data) {
+    attnkit::bench::write_decode_targets(out, data, all_threads);
+  });
+  registry.add_section([=](std::ostream& out, const attnkit::bench::ReportData& data) {
+    attnkit::bench::write_decode_section(out, data, all_threads);
   });
   for (const bool causal : {false, true}) {
     register_attnkit(registry, causal, 64, all_threads, dense_max_n);

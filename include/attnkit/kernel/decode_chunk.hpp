@@ -32,6 +32,9 @@ namespace attnkit::kernel {
 /// memory once, and of V, widened into L1 (or read in place for float).
 inline constexpr index_t kDecodeBlockKeys = 64;
 
+/// Keys whose V rows (and the next block's K rows) are prefetched before their scores.
+inline constexpr index_t kPrefetchKeys = 8;
+
 /// How one query row meets a block of keys.
 enum class BlockCoverage { kNone, kPartial, kFull };
 
@@ -89,6 +92,7 @@ void decode_chunk(const DecodeCall<Q, E, Out>& call, const DecodeSpans& spans, i
   std::vector<BlockCoverage> coverage(static_cast<std::size_t>(rows));
   std::array<bool, kDecodeBlockKeys> needed{};
   const index_t key_stride = call.cache.key_stride(), cache_value_stride = call.cache.value_stride();
+  const index_t key_elements = head_dim / kValuesPerElement<E>, value_elements = value_dim / kValuesPerElement<E>;
   for (index_t j0 = chunk.begin, j1 = 0; j0 < chunk.end; j0 = j1) {
     j1 = std::min({j0 + kDecodeBlockKeys, chunk.end, call.cache.page_end(j0)});
     const index_t keys = j1 - j0, columns = attnkit::detail::round_up(keys, kW);
@@ -119,19 +123,31 @@ void decode_chunk(const DecodeCall<Q, E, Out>& call, const DecodeSpans& spans, i
       }
     }
 
-    // Scores of the attended keys; the other keys' columns excluded for every row.
+    // Scores of the attended keys, a run of consecutive ones at a time; the other keys' columns
+    // excluded for every row. While scoring, the block's V rows and the next block's K rows are
+    // prefetched, kPrefetchKeys keys at a time between the scores (docs/architecture.md,
+    // "Decode": a burst for the whole block before the scores was slower than none).
     const E* first_key = call.cache.key(b, g, j0);
     const E* first_value = call.cache.value(b, g, j0);
-    const index_t key_elements = head_dim / kValuesPerElement<E>, value_elements = value_dim / kValuesPerElement<E>;
     const bool next_in_page = j1 + keys <= std::min(chunk.end, call.cache.page_end(j0));
-    for (index_t c = 0; c < keys; ++c) {
-      if (needed[static_cast<std::size_t>(c)]) {
-        simd::prefetch_row(first_value + c * cache_value_stride, value_elements, false);
-        if (next_in_page) simd::prefetch_row(first_key + (c + keys) * key_stride, key_elements, false);
-        simd::key_dots(work.queries, dim_stride, rows, first_key + c * key_stride, head_dim, work.scores + c, kStride);
-      } else {
+    for (index_t c = 0; c < keys;) {
+      if (!needed[static_cast<std::size_t>(c)]) {
         for (index_t r = 0; r < rows; ++r) work.scores[r * kStride + c] = kExcluded;
+        ++c;
+        continue;
       }
+      index_t end = c + 1;
+      while (end < keys && needed[static_cast<std::size_t>(end)]) ++end;
+      for (index_t c0 = c; c0 < end; c0 += kPrefetchKeys) {
+        const index_t c1 = std::min(end, c0 + kPrefetchKeys);
+        for (index_t k = c0; k < c1; ++k) {
+          simd::prefetch_row(first_value + k * cache_value_stride, value_elements, false);
+          if (next_in_page) simd::prefetch_row(first_key + (k + keys) * key_stride, key_elements, false);
+        }
+        simd::key_dots(work.queries, dim_stride, rows, first_key + c0 * key_stride, key_stride, c1 - c0, head_dim,
+                       work.scores + c0, kStride);
+      }
+      c = end;
     }
     for (index_t r = 0; r < rows; ++r) {
       float* row = work.scores + r * kStride;
@@ -151,19 +167,24 @@ void decode_chunk(const DecodeCall<Q, E, Out>& call, const DecodeSpans& spans, i
     }
     work.softmax.absorb_scores(work.scores, kStride, rows, columns);
 
-    // V rows: read in place when they are whole float vectors, else widened into L1.
-    ValueRows<float> values{work.values, value_stride};
-    if constexpr (std::is_same_v<E, float>) {
-      if (value_dim == value_stride) values = ValueRows<float>{call.cache.value(b, g, j0), cache_value_stride};
-    }
-    if (values.rows == work.values) {
-      for (index_t c = 0; c < keys; ++c) {
-        if (!needed[static_cast<std::size_t>(c)]) continue;
-        float* widened = work.values + c * value_stride;
-        simd::widen_values(first_value + c * cache_value_stride, value_dim, widened);
-        std::fill(widened + value_dim, widened + value_stride, 0.0f);
+    // V rows widened in registers when they hold whole vectors, else widened into L1 first.
+    if (value_dim == value_stride) {
+      if (every) {
+        work.softmax.accumulate_widened<simd::ZeroWeights::kMultiply>(
+            work.scores, kStride, first_value, cache_value_stride, padded_rows, keys, value_stride / kW, true);
+      } else {
+        work.softmax.accumulate_widened<simd::ZeroWeights::kSkip>(work.scores, kStride, first_value, cache_value_stride,
+                                                                  padded_rows, keys, value_stride / kW, true);
       }
+      continue;
     }
+    for (index_t c = 0; c < keys; ++c) {
+      if (!needed[static_cast<std::size_t>(c)]) continue;
+      float* widened = work.values + c * value_stride;
+      simd::widen_values(first_value + c * cache_value_stride, value_dim, widened);
+      std::fill(widened + value_dim, widened + value_stride, 0.0f);
+    }
+    const ValueRows<float> values{work.values, value_stride};
     if (every) {
       work.softmax.accumulate<simd::ZeroWeights::kMultiply>(work.scores, kStride, values, padded_rows, keys,
                                                             value_stride / kW, true);

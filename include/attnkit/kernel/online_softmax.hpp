@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "attnkit/core/index.hpp"
 #include "attnkit/detail/thread_scratch.hpp"
 #include "attnkit/kernel/key_value_panels.hpp"
 #include "attnkit/simd/row_ops.hpp"
 #include "attnkit/simd/value_accumulate.hpp"
+#include "attnkit/simd/widened_values.hpp"
 
 namespace attnkit::kernel {
 
@@ -63,6 +65,17 @@ class OnlineSoftmax {
                   index_t keys, index_t value_vectors, bool first_segment) {
     simd::accumulate_values<T, kZero>(acc_, value_stride_, first_segment ? rescale_ : nullptr, weights, weight_stride,
                                       values.rows, values.stride, padded_rows, keys, value_vectors);
+  }
+
+  /// accumulate for `keys` value rows of a KV cache's element type E (value_row_stride elements
+  /// apart, value_vectors whole vectors each), widened in registers (simd/widened_values.hpp).
+  template <simd::ZeroWeights kZero, class E>
+  void accumulate_widened(const T* weights, index_t weight_stride, const E* values, index_t value_row_stride,
+                          index_t padded_rows, index_t keys, index_t value_vectors, bool first_segment) {
+    static_assert(std::is_same_v<T, float>, "cache rows widen to float");
+    simd::accumulate_widened_values<E, kZero>(acc_, value_stride_, first_segment ? rescale_ : nullptr, weights,
+                                              weight_stride, values, value_row_stride, padded_rows, keys,
+                                              value_vectors);
   }
 
   /// Row r's output O~ / l (or zeros for an empty row, l = 0) into out[0, value_dim), and its

@@ -26,69 +26,90 @@ Batch<float> load_widened_tail(const E* key, index_t d, index_t head_dim) {
   return Batch<float>::load_aligned(lanes);
 }
 
-/// kRows dot products, two accumulators per row so that consecutive FMAs of one row do not
-/// wait for each other.
-template <index_t kRows, class E>
-void key_dots_block(const float* queries, index_t query_stride, const E* key, index_t head_dim, float* scores,
-                    index_t score_stride) {
+/// The dot products of kRows query rows with kKeys consecutive keys (key_stride elements
+/// apart), one accumulator per pair. Inlined into the loop over a run of keys: as a call per
+/// tile of two keys its prologue and spills cost as much as the FMAs. When the pairs fill a vector (kRows * kKeys = the
+/// width: 4 x 2 with AVX2, 4 x 4 with AVX-512) one parallel reduction (xsimd::haddp) sums them all; otherwise each pair
+/// is summed on its own.
+template <index_t kRows, index_t kKeys, class E>
+[[gnu::always_inline]] inline void key_dots_tile(const float* queries, index_t query_stride, const E* keys,
+                                                 index_t key_stride, index_t head_dim, float* scores,
+                                                 index_t score_stride) {
   constexpr index_t kW = static_cast<index_t>(kWidth<float>);
-  Batch<float> acc[kRows][2];
-  for (index_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = Batch<float>(0.0f);
+  constexpr index_t kPairs = kRows * kKeys;
+  Batch<float> acc[kPairs];
+  for (index_t e = 0; e < kPairs; ++e) acc[e] = Batch<float>(0.0f);
   const index_t whole = head_dim - head_dim % kW;
-  index_t d = 0;
-  for (; d + 2 * kW <= whole; d += 2 * kW) {
-    Batch<float> k0 = load_widened(key, d), k1 = load_widened(key, d + kW);
-    keep_in_register(k0);
-    keep_in_register(k1);
-    for (index_t r = 0; r < kRows; ++r) {
-      const float* q = queries + r * query_stride + d;
-      acc[r][0] = fma(Batch<float>::load_unaligned(q), k0, acc[r][0]);
-      acc[r][1] = fma(Batch<float>::load_unaligned(q + kW), k1, acc[r][1]);
+  for (index_t d = 0; d < whole; d += kW) {
+    // Query vectors are read from L1 by each FMA: held in registers beside 8 accumulators
+    // they made GCC spill the accumulators on AVX2's 16 registers.
+    for (index_t k = 0; k < kKeys; ++k) {
+      Batch<float> key = load_widened(keys + k * key_stride, d);
+      keep_in_register(key);
+      for (index_t r = 0; r < kRows; ++r)
+        acc[r * kKeys + k] = fma(Batch<float>::load_unaligned(queries + r * query_stride + d), key, acc[r * kKeys + k]);
     }
   }
-  if (d < whole) {
-    Batch<float> k0 = load_widened(key, d);
-    keep_in_register(k0);
-    for (index_t r = 0; r < kRows; ++r)
-      acc[r][0] = fma(Batch<float>::load_unaligned(queries + r * query_stride + d), k0, acc[r][0]);
-    d += kW;
+  if (whole < head_dim) {
+    for (index_t k = 0; k < kKeys; ++k) {
+      const Batch<float> key = load_widened_tail(keys + k * key_stride, whole, head_dim);
+      for (index_t r = 0; r < kRows; ++r) {
+        const Batch<float> q = Batch<float>::load_unaligned(queries + r * query_stride + whole);
+        acc[r * kKeys + k] = fma(q, key, acc[r * kKeys + k]);
+      }
+    }
   }
-  if (d < head_dim) {
-    Batch<float> k0 = load_widened_tail(key, d, head_dim);
+  if constexpr (kPairs == kW) {
+    alignas(64) float sums[kW];
+    xsimd::haddp(acc).store_aligned(sums);
     for (index_t r = 0; r < kRows; ++r)
-      acc[r][0] = fma(Batch<float>::load_unaligned(queries + r * query_stride + d), k0, acc[r][0]);
+      for (index_t k = 0; k < kKeys; ++k) scores[r * score_stride + k] = sums[r * kKeys + k];
+  } else {
+    for (index_t r = 0; r < kRows; ++r)
+      for (index_t k = 0; k < kKeys; ++k) scores[r * score_stride + k] = xsimd::hadd(acc[r * kKeys + k]);
   }
-  for (index_t r = 0; r < kRows; ++r) scores[r * score_stride] = xsimd::hadd(acc[r][0] + acc[r][1]);
+}
+
+/// key_dots for kRows rows: keys in tiles filling one reduction vector, then one at a time.
+template <index_t kRows, class E>
+void key_dots_rows(const float* queries, index_t query_stride, const E* keys, index_t key_stride, index_t count,
+                   index_t head_dim, float* scores, index_t score_stride) {
+  constexpr index_t kKeys = static_cast<index_t>(kWidth<float>) / kRows;
+  index_t c = 0;
+  for (; c + kKeys <= count; c += kKeys)
+    key_dots_tile<kRows, kKeys>(queries, query_stride, keys + c * key_stride, key_stride, head_dim, scores + c,
+                                score_stride);
+  for (; c < count; ++c)
+    key_dots_tile<kRows, 1>(queries, query_stride, keys + c * key_stride, key_stride, head_dim, scores + c,
+                            score_stride);
 }
 
 }  // namespace detail
 
-/// scores[r * score_stride] = <queries[r], key> for r < rows: queries [rows x query_stride]
-/// floats, zero from head_dim up to the next multiple of the vector width; key one cache row
-/// of head_dim values (element type E, see load_widened), read only up to its end. Rows go
-/// four at a time; each product is summed in a fixed order, so every build of one instruction
-/// set gives the same bits.
+/// scores[r * score_stride + c] = <queries[r], key c> for r < rows and c < count: queries
+/// [rows x query_stride] floats, zero from head_dim up to the next multiple of the vector
+/// width; keys `count` cache rows of head_dim values (element type E, see load_widened),
+/// key_stride elements apart, each read only up to its end and widened in registers. Rows go
+/// four at a time (then two, then one), keys in tiles of width / rows; each product is summed
+/// in a fixed order, so every build of one instruction set gives the same bits.
 template <class E>
-void key_dots(const float* queries, index_t query_stride, index_t rows, const E* key, index_t head_dim, float* scores,
-              index_t score_stride) {
+void key_dots(const float* queries, index_t query_stride, index_t rows, const E* keys, index_t key_stride,
+              index_t count, index_t head_dim, float* scores, index_t score_stride) {
+  constexpr index_t kW = static_cast<index_t>(kWidth<float>);
   index_t r = 0;
-  for (; r + 4 <= rows; r += 4)
-    detail::key_dots_block<4>(queries + r * query_stride, query_stride, key, head_dim, scores + r * score_stride,
-                              score_stride);
-  const float* rest = queries + r * query_stride;
-  float* rest_scores = scores + r * score_stride;
-  switch (rows - r) {
-    case 3:
-      detail::key_dots_block<3>(rest, query_stride, key, head_dim, rest_scores, score_stride);
-      break;
-    case 2:
-      detail::key_dots_block<2>(rest, query_stride, key, head_dim, rest_scores, score_stride);
-      break;
-    case 1:
-      detail::key_dots_block<1>(rest, query_stride, key, head_dim, rest_scores, score_stride);
-      break;
-    default:
-      break;
+  if constexpr (kW >= 4) {
+    for (; r + 4 <= rows; r += 4)
+      detail::key_dots_rows<4>(queries + r * query_stride, query_stride, keys, key_stride, count, head_dim,
+                               scores + r * score_stride, score_stride);
+  }
+  if (r + 2 <= rows) {
+    detail::key_dots_rows<2>(queries + r * query_stride, query_stride, keys, key_stride, count, head_dim,
+                             scores + r * score_stride, score_stride);
+    r += 2;
+  }
+  if (r < rows) {
+    detail::key_dots_rows<1>(queries + r * query_stride, query_stride, keys, key_stride, count, head_dim,
+                             scores + r * score_stride, score_stride);
   }
 }
 

@@ -1,0 +1,375 @@
+#pragma once
+// Decode over KV caches (issue 29), against the machine's read bandwidth, paired: attention of
+// one new query row per sequence over a cache (Llama-3-8B layer: Hq = 32, Hk = 8, D = Dv = 128,
+// causal), alternating with a read-bandwidth probe over the same cache bytes on the same
+// threads. The caches of enough layers to fill twice the L3 are cycled, so both sides read
+// memory, not the cache hierarchy (INFERENCE.md section 5).
+//   paired/decode/<type>/<layout>/B:<b>/threads:<t>  context n = 4096, 32768, 131072 (B = 8:
+//       32768, ragged lengths n/2 ... n, paged); counters gbps (cache bytes the call reads per
+//       second), probe_gbps, of_probe (per pair: probe time over call time, median, _min,
+//       _max), tokens_per_s (sequences decoded per second, one layer)
+//   paired/decode_q8_over_fp16/threads:<t>  n = 131072: 8-bit blocks against float16, calls
+//       alternating; q8_speedup = fp16 time over q8 time per pair
+//   paired/decode_window/threads:<t>  n = 131072, float16: a causal window of 4096 against full
+//       causal attention over the cache; window_share = window time over full time per pair
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "attnkit/attnkit.hpp"
+#include "attnkit/simd/batch.hpp"
+#include "bench_support.hpp"
+#include "dense_paired_bench.hpp"
+#include "report.hpp"
+
+namespace attnkit::bench {
+
+/// The issue-29 targets.
+inline constexpr double kDecodeProbeTarget = 0.80;       // float, bf16, fp16 caches: of the probe
+inline constexpr double kDecodeBatchProbeTarget = 0.75;  // B = 8 ragged paged
+inline constexpr double kDecodeQ8Target = 1.6;           // q8 over fp16 tokens/s at 131072
+inline constexpr double kDecodeWindowTarget = 0.05;      // window 4096 over full at 131072
+
+namespace detail {
+
+inline constexpr index_t kDecodeQueryHeads = 32, kDecodeKvHeads = 8, kDecodeDim = 128, kDecodePage = 64;
+
+/// Bytes of L3 (sysconf), or 256 MiB (the Intel machines here) when unknown.
+inline std::size_t l3_bytes() {
+  const long size = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return size > 0 ? static_cast<std::size_t>(size) : std::size_t{256} << 20;
+}
+
+/// One layer's cache: storage, lengths, block table, and its views.
+template <CacheElement E>
+struct DecodeLayer {
+  DecodeLayer(const std::vector<index_t>& sequence_lengths, bool paged_layout)
+      : lengths(sequence_lengths), paged(paged_layout) {
+    const index_t batch = static_cast<index_t>(lengths.size());
+    const index_t longest = *std::max_element(lengths.begin(), lengths.end());
+    const index_t row = kDecodeDim / kValuesPerElement<E>;
+    if (paged) {
+      pages_per_sequence = ceil_div_pages(longest);
+      index_t pages = 0;
+      for (index_t length : lengths) pages += ceil_div_pages(length);
+      table.assign(static_cast<std::size_t>(batch * pages_per_sequence), -1);
+      // Pages handed out round-robin across sequences, as an allocator serving a batch would.
+      index_t next = 0;
+      for (index_t p = 0; p < pages_per_sequence; ++p)
+        for (index_t b = 0; b < batch; ++b)
+          if (p < ceil_div_pages(lengths[static_cast<std::size_t>(b)]))
+            table[static_cast<std::size_t>(b * pages_per_sequence + p)] = static_cast<std::int32_t>(next++);
+      slots = pages * kDecodePage;
+    } else {
+      capacity = longest;
+      slots = batch * capacity;
+    }
+    k.resize(static_cast<std::size_t>(slots * kDecodeKvHeads * row));
+    v.resize(k.size());
+    fill(k, 1);
+    fill(v, 2);
+  }
+  static index_t ceil_div_pages(index_t n) { return (n + kDecodePage - 1) / kDecodePage; }
+  static void fill(std::vector<E>& x, unsigned seed) {
+    const std::vector<float>& values = normal_values(4096, seed);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if constexpr (std::is_same_v<E, q8_0_block>) {
+        x[i] = quantize_q8_0(values.data() + (i * 32) % 4064);
+      } else {
+        x[i] = store_as<E>(values[i % values.size()]);
+      }
+    }
+  }
+  KvCache<E> contiguous() {
+    const index_t row = kDecodeDim / kValuesPerElement<E>;
+    const index_t batch = static_cast<index_t>(lengths.size());
+    return KvCache<E>{bhld(k.data(), batch, kDecodeKvHeads, capacity, row),
+                      bhld(v.data(), batch, kDecodeKvHeads, capacity, row), lengths};
+  }
+  PagedKvCache<E> paged_view() {
+    const index_t row = kDecodeDim / kValuesPerElement<E>;
+    const index_t pages = slots / kDecodePage;
+    return PagedKvCache<E>{
+        bhld(k.data(), pages, kDecodeKvHeads, kDecodePage, row),
+        bhld(v.data(), pages, kDecodeKvHeads, kDecodePage, row),
+        PageTable{table.data(), static_cast<index_t>(lengths.size()), pages_per_sequence, pages_per_sequence}, lengths};
+  }
+  /// Bytes of K and V a full-cache call reads.
+  double bytes() const { return 2.0 * static_cast<double>(k.size() * sizeof(E)); }
+
+  std::vector<index_t> lengths;
+  bool paged;
+  index_t capacity = 0, pages_per_sequence = 0, slots = 0;
+  std::vector<E> k, v;
+  std::vector<std::int32_t> table;
+};
+
+/// Layers to cycle: their caches fill at least twice the L3 (at least 2 layers).
+inline index_t decode_layer_count(double layer_bytes) {
+  return std::max<index_t>(2, static_cast<index_t>(2.0 * static_cast<double>(l3_bytes()) / layer_bytes) + 1);
+}
+
+/// Seconds of the read probe: a vectorised integer sum over every byte of the layer's K and V
+/// on `threads` threads (static split, as the decode call's memory is).
+template <CacheElement E>
+double read_probe_seconds(const DecodeLayer<E>& layer, int threads) {
+  using Lane = simd::Batch<std::int32_t>;
+  constexpr std::size_t kLanes = simd::kWidth<std::int32_t>;
+  const auto start = std::chrono::steady_clock::now();
+  std::int64_t total = 0;
+  for (const std::vector<E>* buffer : {&layer.k, &layer.v}) {
+    const auto* words = reinterpret_cast<const std::int32_t*>(buffer->data());
+    const std::int64_t count = static_cast<std::int64_t>(buffer->size() * sizeof(E) / sizeof(std::int32_t));
+    const std::int64_t vectors = count / static_cast<std::int64_t>(4 * kLanes);
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
+    for (std::int64_t i = 0; i < vectors; ++i) {
+      const std::int32_t* at = words + i * static_cast<std::int64_t>(4 * kLanes);
+      const Lane sum = (Lane::load_unaligned(at) + Lane::load_unaligned(at + kLanes)) +
+                       (Lane::load_unaligned(at + 2 * kLanes) + Lane::load_unaligned(at + 3 * kLanes));
+      total += xsimd::hadd(sum);
+    }
+  }
+  benchmark::DoNotOptimize(total);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// Seconds of one decode call (one query row per sequence) of `pattern` over the layer's cache.
+template <CacheElement E, class Pattern>
+double decode_seconds(const Pattern& pattern, DecodeLayer<E>& layer, const std::vector<float>& q,
+                      std::vector<float>& out, int threads) {
+  const index_t batch = static_cast<index_t>(layer.lengths.size());
+  const auto qv = bhld(q.data(), batch, kDecodeQueryHeads, 1, kDecodeDim);
+  const auto ov = bhld(out.data(), batch, kDecodeQueryHeads, 1, kDecodeDim);
+  const Options options{.threads = threads};
+  const auto start = std::chrono::steady_clock::now();
+  if (layer.paged) {
+    attention(pattern, qv, layer.paged_view(), ov, options);
+  } else {
+    attention(pattern, qv, layer.contiguous(), ov, options);
+  }
+  benchmark::DoNotOptimize(out.data());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// Lengths of the batch: B = 1 at n; B = 8 ragged from n / 2 to n.
+inline std::vector<index_t> decode_lengths(index_t batch, index_t n) {
+  std::vector<index_t> lengths;
+  for (index_t b = 0; b < batch; ++b) lengths.push_back(batch == 1 ? n : n / 2 + (n / 2) * b / (batch - 1));
+  return lengths;
+}
+
+inline int decode_rounds(index_t n) { return n <= 4096 ? 15 : 9; }
+
+template <CacheElement E>
+std::string decode_type_name() {
+  if constexpr (std::is_same_v<E, float>) return "float";
+  if constexpr (std::is_same_v<E, bfloat16>) return "bf16";
+  if constexpr (std::is_same_v<E, float16>) return "fp16";
+  if constexpr (std::is_same_v<E, q8_0_block>) return "q8_0";
+}
+
+inline std::string decode_family(const std::string& type, bool paged, index_t batch, int threads) {
+  return "paired/decode/" + type + "/" + (paged ? "paged" : "contiguous") + "/B:" + std::to_string(batch) +
+         "/threads:" + std::to_string(threads);
+}
+
+/// Registers one paired/decode family.
+template <CacheElement E>
+void register_decode_family(Registry& registry, bool paged, index_t batch, int team,
+                            const std::vector<index_t>& contexts) {
+  const std::string name = decode_family(decode_type_name<E>(), paged, batch, team);
+  std::vector<index_t> ns;
+  for (index_t n : contexts)
+    if (n >= g_size_range.min_n && n <= g_size_range.max_n) ns.push_back(n);
+  auto* family = register_at(name, ns, [=](benchmark::State& state) {
+    const index_t n = state.range(0);
+    std::vector<DecodeLayer<E>> layers;
+    layers.emplace_back(decode_lengths(batch, n), paged);
+    const index_t count = decode_layer_count(layers.front().bytes());
+    while (static_cast<index_t>(layers.size()) < count) layers.emplace_back(decode_lengths(batch, n), paged);
+    const std::vector<float>& values =
+        normal_values(static_cast<std::size_t>(batch * kDecodeQueryHeads * kDecodeDim), 3);
+    const std::vector<float> q(values.begin(), values.end());
+    std::vector<float> out(q.size());
+    const Full causal{.causal = true};
+    decode_seconds(causal, layers.front(), q, out, team);  // warm: scratch
+    std::vector<double> call_times, probe_times, of_probe;
+    std::size_t next = 0;
+    for (auto _ : state) {
+      for (int round = 0; round < decode_rounds(n); ++round) {
+        DecodeLayer<E>& layer = layers[next++ % layers.size()];
+        double call = 0, probe = 0;
+        if (round % 2 == 0) {
+          call = decode_seconds(causal, layer, q, out, team), probe = read_probe_seconds(layer, team);
+        } else {
+          probe = read_probe_seconds(layer, team), call = decode_seconds(causal, layer, q, out, team);
+        }
+        call_times.push_back(call);
+        probe_times.push_back(probe);
+        of_probe.push_back(probe / call);
+      }
+      state.SetIterationTime(median(call_times));
+    }
+    const double bytes = layers.front().bytes();
+    state.counters["gbps"] = bytes / median(call_times) * 1e-9;
+    state.counters["probe_gbps"] = bytes / median(probe_times) * 1e-9;
+    set_ratio_counters(state, "of_probe", of_probe);
+    state.counters["tokens_per_s"] = static_cast<double>(batch) / median(call_times);
+    state.counters["layers"] = static_cast<double>(layers.size());
+  });
+  if (family == nullptr) return;
+  family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+  registry.add(name, BenchmarkInfo{"paired", "decode/" + decode_type_name<E>(), kDecodeDim, team});
+}
+
+}  // namespace detail
+
+/// Registers the Decode section's families on 1 and `threads` threads.
+inline void register_decode_paired(Registry& registry, int threads) {
+  const std::vector<index_t> contexts{4096, 32768, 131072};
+  for (const int team : detail::peak_teams(threads)) {
+    for (const bool paged : {false, true}) {
+      detail::register_decode_family<float>(registry, paged, 1, team, contexts);
+      detail::register_decode_family<bfloat16>(registry, paged, 1, team, contexts);
+      detail::register_decode_family<float16>(registry, paged, 1, team, contexts);
+      detail::register_decode_family<q8_0_block>(registry, paged, 1, team, contexts);
+    }
+    detail::register_decode_family<float16>(registry, true, 8, team, {32768});
+
+    // 8-bit blocks against float16, and a causal window against the full cache, at 131072.
+    const std::vector<index_t> longest = sizes(131072, 131072);
+    const std::string q8_name = "paired/decode_q8_over_fp16/threads:" + std::to_string(team);
+    if (auto* family = register_at(q8_name, longest, [=](benchmark::State& state) {
+          const index_t n = state.range(0);
+          std::vector<detail::DecodeLayer<q8_0_block>> q8;
+          std::vector<detail::DecodeLayer<float16>> fp16;
+          fp16.emplace_back(detail::decode_lengths(1, n), false);
+          const index_t count = detail::decode_layer_count(fp16.front().bytes());
+          while (static_cast<index_t>(fp16.size()) < count) fp16.emplace_back(detail::decode_lengths(1, n), false);
+          while (static_cast<index_t>(q8.size()) < count) q8.emplace_back(detail::decode_lengths(1, n), false);
+          const std::vector<float>& values = normal_values(detail::kDecodeQueryHeads * detail::kDecodeDim, 3);
+          const std::vector<float> q(values.begin(), values.end());
+          std::vector<float> out(q.size());
+          const Full causal{.causal = true};
+          std::vector<double> q8_times, speedups;
+          for (auto _ : state) {
+            for (int round = 0; round < detail::decode_rounds(n); ++round) {
+              const std::size_t layer = static_cast<std::size_t>(round) % q8.size();
+              double t_q8 = 0, t_fp16 = 0;
+              if (round % 2 == 0) {
+                t_q8 = detail::decode_seconds(causal, q8[layer], q, out, team);
+                t_fp16 = detail::decode_seconds(causal, fp16[layer], q, out, team);
+              } else {
+                t_fp16 = detail::decode_seconds(causal, fp16[layer], q, out, team);
+                t_q8 = detail::decode_seconds(causal, q8[layer], q, out, team);
+              }
+              q8_times.push_back(t_q8);
+              speedups.push_back(t_fp16 / t_q8);
+            }
+            state.SetIterationTime(median(q8_times));
+          }
+          set_ratio_counters(state, "q8_speedup", speedups);
+        })) {
+      family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+      registry.add(q8_name, BenchmarkInfo{"paired", "decode_q8_over_fp16", detail::kDecodeDim, team});
+    }
+    const std::string window_name = "paired/decode_window/threads:" + std::to_string(team);
+    if (auto* family = register_at(window_name, longest, [=](benchmark::State& state) {
+          const index_t n = state.range(0);
+          std::vector<detail::DecodeLayer<float16>> layers;
+          layers.emplace_back(detail::decode_lengths(1, n), false);
+          const index_t count = detail::decode_layer_count(layers.front().bytes());
+          while (static_cast<index_t>(layers.size()) < count) layers.emplace_back(detail::decode_lengths(1, n), false);
+          const std::vector<float>& values = normal_values(detail::kDecodeQueryHeads * detail::kDecodeDim, 3);
+          const std::vector<float> q(values.begin(), values.end());
+          std::vector<float> out(q.size());
+          const Full causal{.causal = true};
+          const SlidingWindow window = SlidingWindow::causal(4096);
+          std::vector<double> window_times, shares;
+          for (auto _ : state) {
+            for (int round = 0; round < detail::decode_rounds(n); ++round) {
+              auto& layer = layers[static_cast<std::size_t>(round) % layers.size()];
+              const double t_window = detail::decode_seconds(window, layer, q, out, team);
+              const double t_full = detail::decode_seconds(causal, layer, q, out, team);
+              window_times.push_back(t_window);
+              shares.push_back(t_window / t_full);
+            }
+            state.SetIterationTime(median(window_times));
+          }
+          set_ratio_counters(state, "window_share", shares);
+        })) {
+      family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+      registry.add(window_name, BenchmarkInfo{"paired", "decode_window", detail::kDecodeDim, team});
+    }
+  }
+}
+
+/// The issue-29 target rows.
+inline void write_decode_targets(std::ostream& out, const ReportData& data, int threads) {
+  const auto row = [&](const std::string& label, const std::string& name, index_t n, const std::string& tag,
+                       double target, bool at_most, double scale, const std::string& unit) {
+    const auto value = detail::find_counter(data.runs, name, n, tag);
+    out << "| " << label << " | "
+        << (value ? detail::ratio_text(*value, *detail::find_counter(data.runs, name, n, tag + "_min"),
+                                       *detail::find_counter(data.runs, name, n, tag + "_max"), scale, 1, unit)
+                  : std::string("not measured"))
+        << " | " << (at_most ? "<= " : ">= ") << detail::fixed(scale * target, scale == 1 ? 1 : 0) << unit << " | "
+        << (value ? ((at_most ? *value <= target : *value >= target) ? "yes" : "NO") : "-") << " |\n";
+  };
+  for (const int team : detail::peak_teams(threads)) {
+    const std::string t = std::to_string(team) + (team == 1 ? " thread" : " threads");
+    for (const char* type : {"float", "bf16", "fp16"})
+      for (const bool paged : {false, true})
+        for (const index_t n : {index_t{32768}, index_t{131072}})
+          row(std::string("decode ") + type + (paged ? " paged" : " contiguous") + ", n = " + std::to_string(n) + ", " +
+                  t + ": of the read probe, paired",
+              detail::decode_family(type, paged, 1, team), n, "of_probe", kDecodeProbeTarget, false, 100, "%");
+    row("decode fp16 paged, B = 8 ragged, n = 32768, " + t + ": of the read probe, paired",
+        detail::decode_family("fp16", true, 8, team), 32768, "of_probe", kDecodeBatchProbeTarget, false, 100, "%");
+    row("decode q8_0 over fp16 tokens/s, n = 131072, " + t + ", paired",
+        "paired/decode_q8_over_fp16/threads:" + std::to_string(team), 131072, "q8_speedup", kDecodeQ8Target, false, 1,
+        " x");
+    row("decode causal window 4096 over full, n = 131072, fp16, " + t + ", paired",
+        "paired/decode_window/threads:" + std::to_string(team), 131072, "window_share", kDecodeWindowTarget, true, 100,
+        "%");
+  }
+}
+
+/// Report section: every decode family's GB/s against its probe and tokens/s.
+inline void write_decode_section(std::ostream& out, const ReportData& data, int threads) {
+  out << "## Decode\n\n"
+      << "One query row per sequence against a KV cache (Hq = 32, Hk = 8, D = Dv = 128, causal), alternating "
+         "with a read probe over the same cache bytes on the same threads; the caches of enough layers to fill "
+         "twice the L3 are cycled (bench/decode_bench.hpp). GB/s counts the K and V bytes a call reads.\n\n"
+      << "| cache | layout | B | threads | n | GB/s | probe GB/s | of the probe | tokens/s (one layer) |\n"
+      << "|---|---|---|---|---|---|---|---|---|\n";
+  for (const int team : detail::peak_teams(threads))
+    for (const char* type : {"float", "bf16", "fp16", "q8_0"})
+      for (const bool paged : {false, true})
+        for (const index_t batch : {index_t{1}, index_t{8}}) {
+          const std::string name = detail::decode_family(type, paged, batch, team);
+          for (const index_t n : {index_t{4096}, index_t{32768}, index_t{131072}}) {
+            const auto gbps = detail::find_counter(data.runs, name, n, "gbps");
+            if (!gbps) continue;
+            out << "| " << type << " | " << (paged ? "paged" : "contiguous") << " | " << batch << " | " << team << " | "
+                << n << " | " << detail::fixed(*gbps, 1) << " | "
+                << detail::fixed(*detail::find_counter(data.runs, name, n, "probe_gbps"), 1) << " | "
+                << detail::ratio_text(*detail::find_counter(data.runs, name, n, "of_probe"),
+                                      *detail::find_counter(data.runs, name, n, "of_probe_min"),
+                                      *detail::find_counter(data.runs, name, n, "of_probe_max"), 100, 1, "%")
+                << " | " << detail::fixed(*detail::find_counter(data.runs, name, n, "tokens_per_s"), 1) << " |\n";
+          }
+        }
+  out << "\n";
+}
+
+}  // namespace attnkit::bench
