@@ -62,7 +62,7 @@ struct KindList {
   static constexpr std::string_view name_of() {
     static_assert((std::is_same_v<P, typename Entries::Pattern> || ...), "name_of<P>: P is not a registered kind");
     std::string_view name;
-    ((std::is_same_v<P, typename Entries::Pattern> ? (name = Entries::name, true) : false) || ...);
+    (void)((std::is_same_v<P, typename Entries::Pattern> ? (name = Entries::name, true) : false) || ...);
     return name;
   }
 
