@@ -167,6 +167,22 @@ inline std::vector<index_t> decode_lengths(index_t batch, index_t n) {
   return lengths;
 }
 
+/// The caches of `count` layers of the batch (0: enough to fill twice the L3).
+template <CacheElement E>
+std::vector<DecodeLayer<E>> decode_layers(index_t batch, index_t n, bool paged, index_t count = 0) {
+  std::vector<DecodeLayer<E>> layers;
+  layers.emplace_back(decode_lengths(batch, n), paged);
+  if (count == 0) count = decode_layer_count(layers.front().bytes());
+  while (static_cast<index_t>(layers.size()) < count) layers.emplace_back(decode_lengths(batch, n), paged);
+  return layers;
+}
+
+/// N(0, 1) queries [B, Hq, 1, D].
+inline std::vector<float> decode_queries(index_t batch) {
+  const std::vector<float>& values = normal_values(static_cast<std::size_t>(batch * kDecodeQueryHeads * kDecodeDim), 3);
+  return std::vector<float>(values.begin(), values.end());
+}
+
 inline int decode_rounds(index_t n) { return n <= 4096 ? 15 : 9; }
 
 template <CacheElement E>
@@ -192,13 +208,8 @@ void register_decode_family(Registry& registry, bool paged, index_t batch, int t
     if (n >= g_size_range.min_n && n <= g_size_range.max_n) ns.push_back(n);
   auto* family = register_at(name, ns, [=](benchmark::State& state) {
     const index_t n = state.range(0);
-    std::vector<DecodeLayer<E>> layers;
-    layers.emplace_back(decode_lengths(batch, n), paged);
-    const index_t count = decode_layer_count(layers.front().bytes());
-    while (static_cast<index_t>(layers.size()) < count) layers.emplace_back(decode_lengths(batch, n), paged);
-    const std::vector<float>& values =
-        normal_values(static_cast<std::size_t>(batch * kDecodeQueryHeads * kDecodeDim), 3);
-    const std::vector<float> q(values.begin(), values.end());
+    std::vector<DecodeLayer<E>> layers = decode_layers<E>(batch, n, paged);
+    const std::vector<float> q = decode_queries(batch);
     std::vector<float> out(q.size());
     const Full causal{.causal = true};
     decode_seconds(causal, layers.front(), q, out, team);  // warm: scratch
@@ -250,14 +261,10 @@ inline void register_decode_paired(Registry& registry, int threads) {
     const std::string q8_name = "paired/decode_q8_over_fp16/threads:" + std::to_string(team);
     if (auto* family = register_at(q8_name, longest, [=](benchmark::State& state) {
           const index_t n = state.range(0);
-          std::vector<detail::DecodeLayer<q8_0_block>> q8;
-          std::vector<detail::DecodeLayer<float16>> fp16;
-          fp16.emplace_back(detail::decode_lengths(1, n), false);
-          const index_t count = detail::decode_layer_count(fp16.front().bytes());
-          while (static_cast<index_t>(fp16.size()) < count) fp16.emplace_back(detail::decode_lengths(1, n), false);
-          while (static_cast<index_t>(q8.size()) < count) q8.emplace_back(detail::decode_lengths(1, n), false);
-          const std::vector<float>& values = normal_values(detail::kDecodeQueryHeads * detail::kDecodeDim, 3);
-          const std::vector<float> q(values.begin(), values.end());
+          std::vector<detail::DecodeLayer<float16>> fp16 = detail::decode_layers<float16>(1, n, false);
+          std::vector<detail::DecodeLayer<q8_0_block>> q8 =
+              detail::decode_layers<q8_0_block>(1, n, false, static_cast<index_t>(fp16.size()));
+          const std::vector<float> q = detail::decode_queries(1);
           std::vector<float> out(q.size());
           const Full causal{.causal = true};
           std::vector<double> q8_times, speedups;
@@ -285,12 +292,8 @@ inline void register_decode_paired(Registry& registry, int threads) {
     const std::string window_name = "paired/decode_window/threads:" + std::to_string(team);
     if (auto* family = register_at(window_name, longest, [=](benchmark::State& state) {
           const index_t n = state.range(0);
-          std::vector<detail::DecodeLayer<float16>> layers;
-          layers.emplace_back(detail::decode_lengths(1, n), false);
-          const index_t count = detail::decode_layer_count(layers.front().bytes());
-          while (static_cast<index_t>(layers.size()) < count) layers.emplace_back(detail::decode_lengths(1, n), false);
-          const std::vector<float>& values = normal_values(detail::kDecodeQueryHeads * detail::kDecodeDim, 3);
-          const std::vector<float> q(values.begin(), values.end());
+          std::vector<detail::DecodeLayer<float16>> layers = detail::decode_layers<float16>(1, n, false);
+          const std::vector<float> q = detail::decode_queries(1);
           std::vector<float> out(q.size());
           const Full causal{.causal = true};
           const SlidingWindow window = SlidingWindow::causal(4096);
