@@ -68,19 +68,12 @@ void validate_decode(const TensorView<const Q>& q, const CacheShape& cache, cons
   require_size("out", out, kHeads, q.heads(), "must equal q.sizes[heads]");
   require_size("out", out, kSeq, q.seq(), "must equal q.sizes[seq]");
   require_size("out", out, kDim, cache.value_dim, "must equal the cache's value dimension");
-  if (lse != nullptr) {
-    validate_view("lse", *lse, 1);
-    require_size("lse", *lse, kBatch, q.batch(), "must equal q.sizes[batch]");
-    require_size("lse", *lse, kHeads, q.heads(), "must equal q.sizes[heads]");
-    require_size("lse", *lse, kSeq, q.seq(), "must equal q.sizes[seq]");
-    require_size("lse", *lse, kDim, 1, "must be 1 (one log-sum-exp per row)");
-  }
+  if (lse != nullptr) validate_lse(*lse, q.batch(), q.heads(), q.seq());
   if (!options.key_lengths.empty()) {
     reject("options.key_lengths.size()", options.key_lengths.size(),
            "must be 0 over a KV cache (the cache's lengths give each sequence's keys)");
   }
-  if (options.scale && !std::isfinite(*options.scale)) reject("options.scale", *options.scale, "must be finite");
-  if (options.threads < 0) reject("options.threads", options.threads, "must be >= 0 (0 = OpenMP default)");
+  validate_scale_and_threads(options);
 }
 
 /// Validates, lists every row's keys, picks the threads from the attended pairs and runs.
@@ -90,7 +83,7 @@ void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cac
   using E = cache_element_t<Cache>;
   const CacheShape shape = validate_cache(cache);
   validate_decode(q, shape, out, lse, options);
-  const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
+  const double scale = resolve_scale(options, shape.head_dim);
   kernel::DecodeCall<Q, E, Out> call{q,
                                      cache_rows<const E>(cache),
                                      cache.lengths,

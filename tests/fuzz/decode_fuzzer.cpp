@@ -32,6 +32,7 @@
 #include "fuzz/fuzz_case.hpp"
 #include "fuzz/fuzz_checks.hpp"
 #include "support/accuracy.hpp"
+#include "support/test_data.hpp"
 
 namespace attnkit::fuzz {
 namespace {
@@ -82,8 +83,10 @@ struct FuzzCache {
     if (longest > 0) {
       std::vector<float> k_rows(static_cast<std::size_t>(c.batch * c.kv_heads * longest * c.head_dim));
       std::vector<float> v_rows(static_cast<std::size_t>(c.batch * c.kv_heads * longest * c.value_dim));
-      for (std::size_t i = 0; i < k_rows.size(); ++i) k_rows[i] = static_cast<float>(normal(c.seed, 1, i));
-      for (std::size_t i = 0; i < v_rows.size(); ++i) v_rows[i] = static_cast<float>(normal(c.seed, 2, i));
+      for (std::size_t i = 0; i < k_rows.size(); ++i)
+        k_rows[i] = static_cast<float>(testing::normal_sample(c.seed, 1, i));
+      for (std::size_t i = 0; i < v_rows.size(); ++i)
+        v_rows[i] = static_cast<float>(testing::normal_sample(c.seed, 2, i));
       std::vector<index_t> start(static_cast<std::size_t>(c.batch), 0);
       std::vector<std::int32_t> fill_table = table;
       for (index_t b = 0; b < c.batch && c.paged; ++b)  // map every page the fill touches
@@ -122,11 +125,6 @@ struct FuzzCache {
     lengths = c.lengths;
   }
 
-  static double normal(std::uint64_t seed, std::uint64_t stream, std::size_t i) {
-    const double u1 = (static_cast<double>(counter_random(seed, stream, 0, i, 0) >> 11) + 0.5) * 0x1.0p-53;
-    const double u2 = (static_cast<double>(counter_random(seed, stream, 0, i, 1) >> 11) + 0.5) * 0x1.0p-53;
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
   static double largest_row(const std::vector<float>& rows, index_t dim) {
     double largest = 0;
     for (std::size_t r = 0; r * static_cast<std::size_t>(dim) < rows.size(); ++r) {
@@ -203,7 +201,7 @@ void run_case(const DecodeCase& c, const P& pattern, bool decodable) {
   std::vector<Q> q(static_cast<std::size_t>(c.batch * c.q_heads * c.q_len * c.head_dim));
   double largest_query = 0;
   for (std::size_t i = 0; i < q.size(); ++i) {
-    q[i] = store_as<Q>(FuzzCache<E>::normal(c.seed, 3, i) * (1 + static_cast<double>(c.seed % 4)));
+    q[i] = store_as<Q>(testing::normal_sample(c.seed, 3, i) * (1 + static_cast<double>(c.seed % 4)));
     largest_query = std::max(largest_query, std::abs(static_cast<double>(widen(q[i]))));
   }
   largest_query *= std::sqrt(static_cast<double>(c.head_dim));

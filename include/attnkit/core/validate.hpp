@@ -68,6 +68,26 @@ void require_same_sizes(const char* name, const TensorView<T>& view, const char*
   }
 }
 
+/// lse [B, Hq, Lq, 1] for q [B, Hq, Lq, D] (both front doors).
+template <class Lse>
+void validate_lse(const TensorView<Lse>& lse, index_t batch, index_t q_heads, index_t q_len) {
+  validate_view("lse", lse, 1);
+  require_size("lse", lse, kBatch, batch, "must equal q.sizes[batch]");
+  require_size("lse", lse, kHeads, q_heads, "must equal q.sizes[heads]");
+  require_size("lse", lse, kSeq, q_len, "must equal q.sizes[seq]");
+  require_size("lse", lse, kDim, 1, "must be 1 (one log-sum-exp per row)");
+}
+
+/// Options::scale finite, Options::threads >= 0 (both front doors).
+inline void validate_scale_and_threads(const Options& options) {
+  if (options.scale && !std::isfinite(*options.scale)) {
+    reject("options.scale", *options.scale, "must be finite");
+  }
+  if (options.threads < 0) {
+    reject("options.threads", options.threads, "must be >= 0 (0 = OpenMP default)");
+  }
+}
+
 /// Validates q [B,Hq,Lq,D], k [B,Hk,Lk,D], v [B,Hk,Lk,Dv], out [B,Hq,Lq,Dv], optional
 /// lse [B,Hq,Lq,1] and the options; returns the call's shape. Throws attnkit::invalid_argument
 /// naming the first broken rule. (Element types are checked at compile time by the front door.)
@@ -92,19 +112,8 @@ AttentionShape validate_call(const TensorView<const T>& q, const TensorView<cons
   require_size("out", out, kHeads, shape.q_heads, "must equal q.sizes[heads]");
   require_size("out", out, kSeq, shape.q_len, "must equal q.sizes[seq]");
   require_size("out", out, kDim, shape.value_dim, "must equal v.sizes[dim]");
-  if (lse != nullptr) {
-    validate_view("lse", *lse, 1);
-    require_size("lse", *lse, kBatch, shape.batch, "must equal q.sizes[batch]");
-    require_size("lse", *lse, kHeads, shape.q_heads, "must equal q.sizes[heads]");
-    require_size("lse", *lse, kSeq, shape.q_len, "must equal q.sizes[seq]");
-    require_size("lse", *lse, kDim, 1, "must be 1 (one log-sum-exp per row)");
-  }
-  if (options.scale && !std::isfinite(*options.scale)) {
-    reject("options.scale", *options.scale, "must be finite");
-  }
-  if (options.threads < 0) {
-    reject("options.threads", options.threads, "must be >= 0 (0 = OpenMP default)");
-  }
+  if (lse != nullptr) validate_lse(*lse, shape.batch, shape.q_heads, shape.q_len);
+  validate_scale_and_threads(options);
   return shape;
 }
 
@@ -130,8 +139,11 @@ inline void validate_key_lengths(bool accepted, const Options& options, const At
 }
 
 /// sigma of SPEC.md section 0: options.scale, or 1/sqrt(D).
+inline double resolve_scale(const Options& options, index_t head_dim) {
+  return options.scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
 inline double resolve_scale(const Options& options, const AttentionShape& shape) {
-  return options.scale.value_or(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
+  return resolve_scale(options, shape.head_dim);
 }
 
 }  // namespace attnkit::detail

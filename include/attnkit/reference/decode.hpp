@@ -16,6 +16,7 @@
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/q8_block.hpp"
 #include "attnkit/core/tensor_view.hpp"
+#include "attnkit/core/validate.hpp"
 #include "attnkit/decode.hpp"
 
 namespace attnkit::reference {
@@ -59,7 +60,7 @@ void attention(const P& pattern, TensorView<const Q> q, const Cache& cache, Tens
   using E = cache_element_t<Cache>;
   const attnkit::detail::CacheShape shape = attnkit::detail::validate_cache(cache);
   attnkit::detail::validate_view("out", out, 1);
-  const double sigma = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
+  const double sigma = attnkit::detail::resolve_scale(options, shape.head_dim);
   const index_t group = q.heads() / shape.kv_heads;
   for (index_t b = 0; b < q.batch(); ++b) {
     const index_t length = cache.lengths[static_cast<std::size_t>(b)];
