@@ -32,7 +32,8 @@ namespace attnkit::kernel {
 /// memory once, and of V, widened into L1 (or read in place for float).
 inline constexpr index_t kDecodeBlockKeys = 64;
 
-/// Keys whose V rows (and the next block's K rows) are prefetched before their scores.
+/// Keys scored between two rounds of prefetches (the next block's K rows, and the first
+/// block's own V rows).
 inline constexpr index_t kPrefetchKeys = 8;
 
 /// How one query row meets a block of keys.
@@ -91,6 +92,7 @@ void decode_chunk(const DecodeCall<Q, E, Out>& call, const DecodeSpans& spans, i
 
   std::vector<BlockCoverage> coverage(static_cast<std::size_t>(rows));
   std::array<bool, kDecodeBlockKeys> needed{};
+  bool first_block = true;
   const index_t key_stride = call.cache.key_stride(), cache_value_stride = call.cache.value_stride();
   const index_t key_elements = head_dim / kValuesPerElement<E>, value_elements = value_dim / kValuesPerElement<E>;
   for (index_t j0 = chunk.begin, j1 = 0; j0 < chunk.end; j0 = j1) {
@@ -124,12 +126,21 @@ void decode_chunk(const DecodeCall<Q, E, Out>& call, const DecodeSpans& spans, i
     }
 
     // Scores of the attended keys, a run of consecutive ones at a time; the other keys' columns
-    // excluded for every row. While scoring, the block's V rows and the next block's K rows are
-    // prefetched, kPrefetchKeys keys at a time between the scores (docs/architecture.md,
-    // "Decode": a burst for the whole block before the scores was slower than none).
+    // excluded for every row. Prefetches go between the scores, kPrefetchKeys keys at a time
+    // (docs/architecture.md, "Decode": a burst for the whole block was slower than none): the
+    // next block's K rows (in this chunk, up to its page's end) while this block is scored, its
+    // V rows while this block's P V runs, so loads are in flight in both phases; the first
+    // block an item reads prefetches its own V rows.
     const E* first_key = call.cache.key(b, g, j0);
     const E* first_value = call.cache.value(b, g, j0);
-    const bool next_in_page = j1 + keys <= std::min(chunk.end, call.cache.page_end(j0));
+    const index_t next_keys =
+        j1 < chunk.end ? std::min({j1 + kDecodeBlockKeys, chunk.end, call.cache.page_end(j1)}) - j1 : 0;
+    const simd::RowPrefetch<E> next_key_rows{next_keys > 0 ? call.cache.key(b, g, j1) : nullptr, key_stride, next_keys,
+                                             key_elements};
+    const simd::RowPrefetch<E> next_value_rows{next_keys > 0 ? call.cache.value(b, g, j1) : nullptr, cache_value_stride,
+                                               next_keys, value_elements};
+    const simd::RowPrefetch<E> own_value_rows{first_value, cache_value_stride, first_block ? keys : 0, value_elements};
+    first_block = false;
     for (index_t c = 0; c < keys;) {
       if (!needed[static_cast<std::size_t>(c)]) {
         for (index_t r = 0; r < rows; ++r) work.scores[r * kStride + c] = kExcluded;
@@ -140,10 +151,8 @@ void decode_chunk(const DecodeCall<Q, E, Out>& call, const DecodeSpans& spans, i
       while (end < keys && needed[static_cast<std::size_t>(end)]) ++end;
       for (index_t c0 = c; c0 < end; c0 += kPrefetchKeys) {
         const index_t c1 = std::min(end, c0 + kPrefetchKeys);
-        for (index_t k = c0; k < c1; ++k) {
-          simd::prefetch_row(first_value + k * cache_value_stride, value_elements, false);
-          if (next_in_page) simd::prefetch_row(first_key + (k + keys) * key_stride, key_elements, false);
-        }
+        own_value_rows.rows(c0, c1);
+        next_key_rows.rows(c0, c1);
         simd::key_dots(work.queries, dim_stride, rows, first_key + c0 * key_stride, key_stride, c1 - c0, head_dim,
                        work.scores + c0, kStride);
       }
@@ -170,11 +179,13 @@ void decode_chunk(const DecodeCall<Q, E, Out>& call, const DecodeSpans& spans, i
     // V rows widened in registers when they hold whole vectors, else widened into L1 first.
     if (value_dim == value_stride) {
       if (every) {
-        work.softmax.accumulate_widened<simd::ZeroWeights::kMultiply>(
-            work.scores, kStride, first_value, cache_value_stride, padded_rows, keys, value_stride / kW, true);
+        work.softmax.accumulate_widened<simd::ZeroWeights::kMultiply>(work.scores, kStride, first_value,
+                                                                      cache_value_stride, padded_rows, keys,
+                                                                      value_stride / kW, true, next_value_rows);
       } else {
         work.softmax.accumulate_widened<simd::ZeroWeights::kSkip>(work.scores, kStride, first_value, cache_value_stride,
-                                                                  padded_rows, keys, value_stride / kW, true);
+                                                                  padded_rows, keys, value_stride / kW, true,
+                                                                  next_value_rows);
       }
       continue;
     }

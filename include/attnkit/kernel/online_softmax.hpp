@@ -71,11 +71,12 @@ class OnlineSoftmax {
   /// apart, value_vectors whole vectors each), widened in registers (simd/widened_values.hpp).
   template <simd::ZeroWeights kZero, class E>
   void accumulate_widened(const T* weights, index_t weight_stride, const E* values, index_t value_row_stride,
-                          index_t padded_rows, index_t keys, index_t value_vectors, bool first_segment) {
+                          index_t padded_rows, index_t keys, index_t value_vectors, bool first_segment,
+                          const simd::RowPrefetch<E>& ahead = {}) {
     static_assert(std::is_same_v<T, float>, "cache rows widen to float");
     simd::accumulate_widened_values<E, kZero>(acc_, value_stride_, first_segment ? rescale_ : nullptr, weights,
-                                              weight_stride, values, value_row_stride, padded_rows, keys,
-                                              value_vectors);
+                                              weight_stride, values, value_row_stride, padded_rows, keys, value_vectors,
+                                              ahead);
   }
 
   /// Row r's output O~ / l (or zeros for an empty row, l = 0) into out[0, value_dim), and its

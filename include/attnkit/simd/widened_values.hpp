@@ -6,6 +6,7 @@
 
 #include "attnkit/core/index.hpp"
 #include "attnkit/simd/batch.hpp"
+#include "attnkit/simd/prefetch.hpp"
 #include "attnkit/simd/value_accumulate.hpp"
 #include "attnkit/simd/widening_load.hpp"
 
@@ -22,6 +23,20 @@ inline constexpr index_t kWidenedValueVectors = kVectorRegisters<float> >= 32 ? 
 /// 32 bytes 512 bytes apart, which mapped to 8 of L1's 64 sets and missed (a float cache ran at
 /// half the speed of the prefill kernel's loop).
 inline constexpr index_t kWidenedValueKeys = 8;
+
+/// Rows a kernel asks to be prefetched while it runs, spread over its work (decode's P V
+/// prefetches the next block's V rows, so that memory stays busy while it computes): `count`
+/// rows of `elements` elements, the first at `first`, `stride` elements apart.
+template <class E>
+struct RowPrefetch {
+  const E* first = nullptr;
+  index_t stride = 0, count = 0, elements = 0;
+
+  /// Prefetches rows [begin, end) of the count (clamped).
+  void rows(index_t begin, index_t end) const {
+    for (index_t i = begin; i < std::min(end, count); ++i) prefetch_row(first + i * stride, elements, false);
+  }
+};
 
 namespace detail {
 
@@ -67,13 +82,16 @@ template <index_t kVectors, ZeroWeights kZero, class E>
 /// value_vectors whole vectors, which every row of V must hold (its value dim a multiple of
 /// the vector width). `v` points at the first row, rows v_stride elements apart. Groups of
 /// kWidenedValueKeys keys outermost, then vector blocks, row blocks, keys: the accumulators
-/// make a round trip through L1 per group, the V rows stay there.
+/// make a round trip through L1 per group, the V rows stay there. Before each group, the
+/// group's share of `ahead`'s rows is prefetched (as many rows per group as keys).
 template <class E, ZeroWeights kZero>
 void accumulate_widened_values(float* o, index_t o_stride, const float* alpha, const float* p, index_t p_stride,
-                               const E* v, index_t v_stride, index_t rows, index_t keys, index_t value_vectors) {
+                               const E* v, index_t v_stride, index_t rows, index_t keys, index_t value_vectors,
+                               const RowPrefetch<E>& ahead = {}) {
   constexpr index_t kW = static_cast<index_t>(kWidth<float>);
   for (index_t j0 = 0; j0 == 0 || j0 < keys; j0 += kWidenedValueKeys) {  // keys = 0 still rescales
     const index_t count = std::min(kWidenedValueKeys, keys - j0);
+    ahead.rows(j0, j0 + kWidenedValueKeys);
     const float* group_alpha = j0 == 0 ? alpha : nullptr;
     index_t c0 = 0;
     const auto blocks = [&]<index_t kVectors>(std::integral_constant<index_t, kVectors>) {
