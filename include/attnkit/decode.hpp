@@ -3,10 +3,10 @@
 // sequence against the keys and values a contiguous or paged cache holds.
 
 #include <string>
-#include <string_view>
 #include <type_traits>
 
 #include "attnkit/cache/cache_rows.hpp"
+#include "attnkit/cache/decode_rules.hpp"
 #include "attnkit/cache/kv_cache.hpp"
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/errors.hpp"
@@ -17,35 +17,10 @@
 #include "attnkit/kernel/decode_call.hpp"
 #include "attnkit/kernel/decode_driver.hpp"
 #include "attnkit/parallel/team.hpp"
-#include "attnkit/pattern/detail/plan_pair.hpp"
-#include "attnkit/pattern/kinds.hpp"
 
 namespace attnkit {
 
-/// Most query rows per sequence of one decode call (speculative or chunked decoding); longer
-/// blocks of new tokens are prefill, attnkit::attention on tensors.
-inline constexpr index_t kMaxDecodeRows = 64;
-
-/// A pattern that decodes: a mask kind whose mask lists each row's attended keys as runs
-/// (every mask kind and combination; not Linformer, Lsh or KernelizedRpe, whose rows depend
-/// on all keys or on hashing the whole sequence).
-template <class P>
-concept DecodablePattern = MaskedPattern<P> && CountingMask<detail::mask_type<P>>;
-
 namespace detail {
-
-/// The element-type rules of a decode call, as compile-time errors naming the rule.
-template <class Q, class Out, class Lse>
-consteval bool check_decode_types() {
-  using E = std::remove_const_t<Q>;
-  static_assert(std::is_same_v<E, float> || HalfType<E>,
-                "attnkit::attention over a KV cache: q holds float, attnkit::bfloat16 or attnkit::float16");
-  static_assert(!std::is_const_v<Out>, "attnkit::attention over a KV cache: out must view mutable elements");
-  static_assert(std::is_same_v<Out, E> || std::is_same_v<Out, float>,
-                "attnkit::attention over a KV cache: out has q's element type, or float");
-  static_assert(std::is_same_v<Lse, float>, "attnkit::attention over a KV cache: lse is float");
-  return true;
-}
 
 /// Validates q [B, Hq, Lq, D], out [B, Hq, Lq, Dv], lse [B, Hq, Lq, 1] and the options against
 /// a validated cache shape.
@@ -84,26 +59,15 @@ void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cac
   const CacheShape shape = validate_cache(cache);
   validate_decode(q, shape, out, lse, options);
   const double scale = resolve_scale(options, shape.head_dim);
-  kernel::DecodeCall<Q, E, Out> call{q,
-                                     cache_rows<const E>(cache),
-                                     cache.lengths,
-                                     out,
-                                     lse,
-                                     shape.batch,
-                                     q.heads(),
-                                     shape.kv_heads,
-                                     q.seq(),
-                                     shape.head_dim,
-                                     shape.value_dim,
-                                     static_cast<float>(scale),
-                                     1};
-  if (call.batch == 0 || call.q_heads == 0) return;
-  const kernel::DecodeSpans spans = kernel::decode_spans(pattern, call);
+  const kernel::DecodeGeometry geometry{cache.lengths, shape.batch,    q.heads(),      shape.kv_heads,
+                                        q.seq(),       shape.head_dim, shape.value_dim};
+  if (geometry.batch == 0 || geometry.q_heads == 0) return;
+  const kernel::DecodeSpans spans = kernel::decode_spans(pattern, geometry);
   double pairs = 0;
   for (const KeyRange& span : spans.spans) pairs += static_cast<double>(span.end - span.begin);
-  call.threads =
+  const int threads =
       parallel::resolve_threads(options.threads, 2.0 * pairs * static_cast<double>(shape.head_dim + shape.value_dim));
-  kernel::run_decode(call, spans);
+  kernel::run_decode(geometry, cache_rows<const E>(cache), q, out, lse, static_cast<float>(scale), threads, spans);
 }
 
 /// run_decode for a pattern or a variant of patterns; a held kind that cannot decode is an
@@ -120,17 +84,12 @@ void decode_front_door(const P& pattern, const TensorView<Q>& q, const Cache& ca
             if constexpr (DecodablePattern<Held>) {
               run_decode(held, TensorView<const E>(q), cache, out, lse, options);
             } else {
-              reject("pattern", Kinds::name_of<Held>(),
-                     "this kind cannot attend over a KV cache (only mask kinds decode: SPEC.md section 13)");
+              reject_undecodable<Held>();
             }
           },
           pattern);
-    } else {
-      static_assert(DecodablePattern<P>,
-                    "attnkit::attention over a KV cache: the pattern must be a mask kind or combination (Full, "
-                    "SlidingWindow, Dilated, Global, BlockSparse, BigBird, Union, Intersection, PerHead); Linformer, "
-                    "Lsh and KernelizedRpe cannot decode");
-      if constexpr (DecodablePattern<P>) run_decode(pattern, TensorView<const E>(q), cache, out, lse, options);
+    } else if constexpr (check_decodable<P>()) {
+      run_decode(pattern, TensorView<const E>(q), cache, out, lse, options);
     }
   }
 }

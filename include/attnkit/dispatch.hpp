@@ -5,12 +5,15 @@
 // (x86-64 only; README "Speed in your own build").
 //
 //   attnkit::dispatch::attention(attnkit::Full{}, q, k, v, out);
+//   attnkit::dispatch::attention(attnkit::Full{.causal = true}, q, paged_cache, out);  // decode
 //   std::printf("%s\n", attnkit::simd_target_name(attnkit::dispatch::simd_target()).data());
 
 #include <type_traits>
 #include <variant>
 #include <vector>
 
+#include "attnkit/cache/decode_rules.hpp"
+#include "attnkit/cache/kv_cache.hpp"
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/element_rules.hpp"
 #include "attnkit/core/half.hpp"
@@ -79,6 +82,26 @@ void run(const P& pattern, const TensorView<Q>& q, const TensorView<K>& k, const
     }
   });
 }
+
+/// The held kind's decode entry point, once the element types passed the decode checks.
+template <class P, class Q, AnyKvCache Cache, class Out, class Lse>
+void run_decode(const P& pattern, const TensorView<Q>& q, const Cache& cache, const TensorView<Out>& out,
+                const TensorView<Lse>* lse, const Options& options) {
+  if constexpr (attnkit::detail::check_decode_types<Q, Out, Lse>()) {
+    using E = cache_element_t<Cache>;
+    using QE = std::remove_const_t<Q>;
+    const auto run = [&]<class Held>(const Held& held) {
+      kernel_table().decode_entries<E>().template get<QE, Out>()(PatternRef(&held), TensorView<const QE>(q),
+                                                                 CacheRef<E>(&cache), out, lse, options);
+    };
+    if constexpr (PatternVariant<P>) {
+      std::visit(run, pattern);  // a held kind that cannot decode: the entry point refuses it by name
+    } else if constexpr (attnkit::detail::check_decodable<P>()) {
+      run(pattern);
+    }
+  }
+}
+
 }  // namespace detail
 
 /// attnkit::attention(pattern, q, k, v, out, options) run by the current target's kernels:
@@ -97,6 +120,23 @@ template <DispatchedPatternOrVariant P, class Q, class K, class V, class Out, cl
 void attention(const P& pattern, TensorView<Q> q, TensorView<K> k, TensorView<V> v, TensorView<Out> out,
                TensorView<Lse> lse, const Options& options = {}) {
   detail::run(pattern, q, k, v, out, &lse, options);
+}
+
+/// attnkit::attention over a KV cache (decode.hpp, SPEC.md section 13) run by the current
+/// target's kernels: the same contract, element types and errors (a Schedule layer holding a
+/// kind that cannot decode is an invalid_argument naming it), and results bitwise identical to
+/// attnkit::attention over the cache in a program compiled for that target.
+template <DispatchedPatternOrVariant P, class Q, AnyKvCache Cache, class Out>
+void attention(const P& pattern, TensorView<Q> q, const Cache& cache, TensorView<Out> out,
+               const Options& options = {}) {
+  detail::run_decode(pattern, q, cache, out, static_cast<const TensorView<float>*>(nullptr), options);
+}
+
+/// As above, with the per-row log-sum-exp (lse [B, Hq, Lq, 1] float).
+template <DispatchedPatternOrVariant P, class Q, AnyKvCache Cache, class Out, class Lse>
+void attention(const P& pattern, TensorView<Q> q, const Cache& cache, TensorView<Out> out, TensorView<Lse> lse,
+               const Options& options = {}) {
+  detail::run_decode(pattern, q, cache, out, &lse, options);
 }
 
 }  // namespace attnkit::dispatch

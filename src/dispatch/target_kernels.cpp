@@ -3,6 +3,7 @@
 // point through ATTNKIT_DISPATCH_TABLE and then keeps it the object's only global symbol.
 
 #include "attnkit/attention.hpp"
+#include "attnkit/decode.hpp"
 #include "attnkit/dispatch/kernel_table.hpp"
 #include "attnkit/simd/batch.hpp"
 
@@ -28,14 +29,47 @@ void attention_entry(const attnkit::dispatch::PatternRef& pattern, const attnkit
       pattern);
 }
 
+/// attnkit::attention over a KV cache; a kind that cannot decode is refused by name, as a
+/// Schedule layer holding it is.
+template <class Q, class E, class Out>
+void decode_entry(const attnkit::dispatch::PatternRef& pattern, const attnkit::TensorView<const Q>& q,
+                  const attnkit::dispatch::CacheRef<E>& cache, const attnkit::TensorView<Out>& out,
+                  const attnkit::TensorView<float>* lse, const attnkit::Options& options) {
+  std::visit(
+      [&]<class P, class Cache>(const P* p, const Cache* c) {
+        if constexpr (attnkit::DecodablePattern<P>) {
+          if (lse == nullptr) {
+            attnkit::attention(*p, q, *c, out, options);
+          } else {
+            attnkit::attention(*p, q, *c, out, *lse, options);
+          }
+        } else {
+          attnkit::detail::reject_undecodable<P>();
+        }
+      },
+      pattern, cache);
+}
+
+/// The decode entry points for a cache of E.
+template <class E>
+constexpr attnkit::dispatch::DecodeEntries<E> decode_entries() {
+  using attnkit::bfloat16;
+  using attnkit::float16;
+  return {&decode_entry<float, E, float>, &decode_entry<bfloat16, E, bfloat16>, &decode_entry<bfloat16, E, float>,
+          &decode_entry<float16, E, float16>, &decode_entry<float16, E, float>};
+}
+
 }  // namespace
 
 extern "C" const attnkit::dispatch::KernelTable* ATTNKIT_DISPATCH_TABLE() {
   using attnkit::bfloat16;
   using attnkit::float16;
   static const attnkit::dispatch::KernelTable table{
-      attnkit::simd::arch_name(),           &attention_entry<float, float>,    &attention_entry<double, double>,
-      &attention_entry<bfloat16, bfloat16>, &attention_entry<bfloat16, float>, &attention_entry<float16, float16>,
-      &attention_entry<float16, float>};
+      attnkit::simd::arch_name(),           &attention_entry<float, float>,
+      &attention_entry<double, double>,     &attention_entry<bfloat16, bfloat16>,
+      &attention_entry<bfloat16, float>,    &attention_entry<float16, float16>,
+      &attention_entry<float16, float>,     decode_entries<float>(),
+      decode_entries<bfloat16>(),           decode_entries<float16>(),
+      decode_entries<attnkit::q8_0_block>()};
   return &table;
 }

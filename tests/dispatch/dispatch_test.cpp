@@ -1,5 +1,6 @@
 // attnkit::dispatch (the compiled component): which targets the CPU runs, the override, and
-// every kind on every target the machine runs against the float64 reference.
+// every kind on every target the machine runs against the float64 reference, on tensors and
+// over KV caches.
 
 #include <gtest/gtest.h>
 
@@ -19,8 +20,10 @@
 #include "attnkit/pattern/schedule.hpp"
 #include "attnkit/pattern/sliding_window.hpp"
 #include "attnkit/reference/attention.hpp"
+#include "attnkit/reference/decode.hpp"
 #include "dispatch/dispatch_kinds.hpp"
 #include "support/accuracy.hpp"
+#include "support/test_cache.hpp"
 #include "support/test_data.hpp"
 
 namespace attnkit::testing {
@@ -233,6 +236,65 @@ TEST_F(Dispatch, OddShapesOnEveryTargetMatchTheReferenceFloat) {
 }
 TEST_F(Dispatch, OddShapesOnEveryTargetMatchTheReferenceDouble) {
   expect_odd_shapes_match_reference<double>(InputSet::kNormal);
+}
+
+/// Every dispatched kind over a paged cache of element type E (shuffled pages, a page shared by
+/// both sequences, ragged lengths, Lq = 3, GQA) on every target this CPU runs, as a Schedule
+/// layer: the kinds that decode against reference::attention over the same cache (SPEC.md
+/// section 13's tolerance, decode_tolerance), the others refused by name with out untouched.
+template <class E, class Q, class Out>
+void expect_every_kind_decodes_or_is_refused() {
+  const index_t batch = 2, q_heads = 4, kv_heads = 2, q_len = 3, dim = 32;
+  TestCache<E> cache(batch, kv_heads, kDispatchLength, dim, dim, true, 20, true);
+  cache.fill(kDispatchLength, 11, {kDispatchLength, 57});
+  const std::vector<Q> q = make_queries<Q>(batch * q_heads * q_len * dim, 12);
+  const auto qv = bhld(q.data(), batch, q_heads, q_len, dim);
+  const std::vector<AnyKind> kinds = dispatch_kinds();
+  for (SimdTarget target : dispatch::supported_simd_targets()) {
+    dispatch::set_simd_target(target);
+    for (std::size_t kind = 0; kind < kinds.size(); ++kind) {
+      std::vector<Out> out(static_cast<std::size_t>(batch * q_heads * q_len * dim), store_as<Out>(7.0f));
+      std::vector<float> lse(static_cast<std::size_t>(batch * q_heads * q_len), 7.0f);
+      const auto out_view = bhld(out.data(), batch, q_heads, q_len, dim);
+      const auto lse_out = bhld(lse.data(), batch, q_heads, q_len, 1);
+      const std::string label = std::string(simd_target_name(target)) + " kind " + std::to_string(kind);
+      std::visit(
+          [&]<class Held>(const Held&) {
+            if constexpr (DecodablePattern<Held>) {
+              dispatch::attention(kinds[kind], qv, cache.paged_view(), out_view, lse_out);
+              std::vector<double> ref(out.size()), ref_lse(lse.size()), got(out.size()), got_lse(lse.size());
+              TensorView<double> ref_lse_view = bhld(ref_lse.data(), batch, q_heads, q_len, 1);
+              reference::attention(std::get<Held>(kinds[kind]), qv, cache.paged_view(),
+                                   bhld(ref.data(), batch, q_heads, q_len, dim), &ref_lse_view);
+              for (std::size_t i = 0; i < out.size(); ++i) got[i] = static_cast<double>(widen(out[i]));
+              for (std::size_t i = 0; i < lse.size(); ++i) got_lse[i] = lse[i];
+              EXPECT_TRUE(all_close<double>(bhld(got.data(), batch, q_heads, q_len, dim),
+                                            bhld(ref.data(), batch, q_heads, q_len, dim), decode_tolerance<Out>()))
+                  << label;
+              EXPECT_TRUE(all_close<double>(bhld(got_lse.data(), batch, q_heads, q_len, 1),
+                                            bhld(ref_lse.data(), batch, q_heads, q_len, 1), Tolerance{2e-5, 1e-6}))
+                  << label << " (lse)";
+            } else {
+              try {
+                dispatch::attention(kinds[kind], qv, cache.paged_view(), out_view, lse_out);
+                ADD_FAILURE() << label << ": no error for a kind that cannot decode";
+              } catch (const attnkit::invalid_argument& e) {
+                EXPECT_NE(std::string(e.what()).find(Kinds::name_of<Held>()), std::string::npos) << e.what();
+              }
+              for (std::size_t i = 0; i < out.size(); ++i) ASSERT_EQ(widen(out[i]), 7.0f) << label << ": written";
+              for (float x : lse) ASSERT_EQ(x, 7.0f) << label << ": lse written";
+            }
+          },
+          kinds[kind]);
+    }
+  }
+}
+
+TEST_F(Dispatch, EveryKindOverACacheOnEveryTargetDecodesOrIsRefused) {
+  expect_every_kind_decodes_or_is_refused<float, float, float>();
+  expect_every_kind_decodes_or_is_refused<bfloat16, bfloat16, bfloat16>();
+  expect_every_kind_decodes_or_is_refused<float16, float16, float>();
+  expect_every_kind_decodes_or_is_refused<q8_0_block, float, float>();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "attnkit/cache/kv_cache.hpp"
 #include "attnkit/core/call.hpp"
 #include "attnkit/core/half.hpp"
 #include "attnkit/core/options.hpp"
@@ -44,9 +45,48 @@ using AttentionEntry = void (*)(const PatternRef& pattern, const TensorView<cons
                                 const TensorView<const E>& v, const TensorView<Out>& out,
                                 const TensorView<compute_type_t<E>>* lse, const Options& options);
 
-/// One target's entry points, one per element-type combination of SPEC.md section 12, and
-/// the xsimd architecture its code was compiled for (simd::arch_name() in that translation
-/// unit: "avx512bw", "avx2", "sse2").
+/// A KV cache of element type E, contiguous or paged, by address.
+template <class E>
+using CacheRef = std::variant<const KvCache<E>*, const PagedKvCache<E>*>;
+
+/// attnkit::attention over a KV cache (decode.hpp) for q of element type Q, a cache of E and
+/// out of type Out (Q or float); lse float, nullptr for the overload without it.
+template <class Q, class E, class Out>
+using DecodeEntry = void (*)(const PatternRef& pattern, const TensorView<const Q>& q, const CacheRef<E>& cache,
+                             const TensorView<Out>& out, const TensorView<float>* lse, const Options& options);
+
+/// The decode entry points for a cache of E: one per query and output type of SPEC.md
+/// section 13.
+template <class E>
+struct DecodeEntries {
+  DecodeEntry<float, E, float> float_q;
+  DecodeEntry<bfloat16, E, bfloat16> bfloat16_q;
+  DecodeEntry<bfloat16, E, float> bfloat16_q_float_out;
+  DecodeEntry<float16, E, float16> float16_q;
+  DecodeEntry<float16, E, float> float16_q_float_out;
+
+  /// The entry point for q of Q and out of Out.
+  template <class Q, class Out>
+  DecodeEntry<Q, E, Out> get() const {
+    if constexpr (std::is_same_v<Q, float>) {
+      return float_q;
+    } else if constexpr (std::is_same_v<Q, bfloat16>) {
+      if constexpr (std::is_same_v<Out, float>) {
+        return bfloat16_q_float_out;
+      } else {
+        return bfloat16_q;
+      }
+    } else if constexpr (std::is_same_v<Out, float>) {
+      return float16_q_float_out;
+    } else {
+      return float16_q;
+    }
+  }
+};
+
+/// One target's entry points, one per element-type combination of SPEC.md sections 12 and
+/// 13, and the xsimd architecture its code was compiled for (simd::arch_name() in that
+/// translation unit: "avx512bw", "avx2", "sse2").
 struct KernelTable {
   const char* arch;
   AttentionEntry<float> attention_float;
@@ -55,6 +95,24 @@ struct KernelTable {
   AttentionEntry<bfloat16, float> attention_bfloat16_to_float;
   AttentionEntry<float16> attention_float16;
   AttentionEntry<float16, float> attention_float16_to_float;
+  DecodeEntries<float> decode_float_cache;
+  DecodeEntries<bfloat16> decode_bfloat16_cache;
+  DecodeEntries<float16> decode_float16_cache;
+  DecodeEntries<q8_0_block> decode_q8_0_cache;
+
+  /// The decode entries for a cache of E.
+  template <class E>
+  const DecodeEntries<E>& decode_entries() const {
+    if constexpr (std::is_same_v<E, float>) {
+      return decode_float_cache;
+    } else if constexpr (std::is_same_v<E, bfloat16>) {
+      return decode_bfloat16_cache;
+    } else if constexpr (std::is_same_v<E, float16>) {
+      return decode_float16_cache;
+    } else {
+      return decode_q8_0_cache;
+    }
+  }
 };
 
 }  // namespace attnkit::dispatch

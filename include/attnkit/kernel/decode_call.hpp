@@ -1,6 +1,6 @@
 #pragma once
 // What a decode call's work items share: the views and sizes of attention over a KV cache
-// (DecodeCall) and every query row's attended keys (DecodeSpans).
+// (DecodeGeometry, DecodeCall) and every query row's attended keys (DecodeSpans).
 
 #include <span>
 #include <vector>
@@ -8,7 +8,6 @@
 #include "attnkit/cache/cache_rows.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/shape.hpp"
-#include "attnkit/core/tensor_view.hpp"
 
 namespace attnkit::kernel {
 
@@ -19,24 +18,16 @@ namespace attnkit::kernel {
 /// (enough to balance two threads on one kv head), a 4096-token one 8.
 inline constexpr index_t kDecodeChunkKeys = 512;
 
-/// Attention of q [B, Hq, Lq, D] (element type Q) against the cache's rows (element type E):
-/// query row i of sequence b sits at position lengths[b] - Lq + i; out [B, Hq, Lq, Dv] (Out),
-/// lse [B, Hq, Lq, 1] or null.
-template <class Q, class E, class Out>
-struct DecodeCall {
-  TensorView<const Q> q;
-  attnkit::detail::CacheRows<const E> cache;
+/// The sizes of a decode call: query row i of sequence b (of B) sits at position
+/// lengths[b] - Lq + i; Hq query heads share Hk kv heads; head dim D, value dim Dv.
+struct DecodeGeometry {
   std::span<const index_t> lengths;
-  TensorView<Out> out;
-  const TensorView<float>* lse;
   index_t batch;
   index_t q_heads;
   index_t kv_heads;
   index_t q_len;
   index_t head_dim;
   index_t value_dim;
-  float scale;
-  int threads;
 
   /// Query heads per kv head.
   index_t group() const { return q_heads / kv_heads; }
@@ -44,6 +35,19 @@ struct DecodeCall {
   index_t group_rows() const { return group() * q_len; }
   /// Index of query row i of head h in sequence b among all B Hq Lq rows.
   index_t row_id(index_t b, index_t h, index_t i) const { return (b * q_heads + h) * q_len + i; }
+};
+
+/// What the work items of a decode call over a cache of element type E read: the geometry,
+/// the cache's rows, and every query row widened to float and scaled by sigma log2(e) (base-2
+/// scores, as the tiled driver's), row_id(b, h, i) at queries + row_id * query_stride, zero
+/// from D up to query_stride (a multiple of the vector width). The queries' and the output's
+/// element types stay out of it, so the kernels are compiled once per cache type.
+template <class E>
+struct DecodeCall {
+  DecodeGeometry geometry;
+  attnkit::detail::CacheRows<const E> cache;
+  const float* queries;
+  index_t query_stride;
 };
 
 /// The attended keys of every query row: row_id's keys are the sorted, disjoint, non-empty

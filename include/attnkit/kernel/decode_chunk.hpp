@@ -41,14 +41,12 @@ enum class BlockCoverage { kNone, kPartial, kFull };
 
 /// Per-thread scratch of a work item (detail::thread_scratch, reused across calls).
 struct DecodeWorkspace {
-  DecodeWorkspace(index_t padded_rows, index_t dim_stride, index_t value_stride)
-      : queries(attnkit::detail::thread_scratch<struct DecodeQueriesTag, float>(padded_rows * dim_stride)),
-        scores(attnkit::detail::thread_scratch<struct DecodeScoresTag, float>(padded_rows * kDecodeBlockKeys)),
+  DecodeWorkspace(index_t padded_rows, index_t value_stride)
+      : scores(attnkit::detail::thread_scratch<struct DecodeScoresTag, float>(padded_rows * kDecodeBlockKeys)),
         values(attnkit::detail::thread_scratch<struct DecodeValuesTag, float>(kDecodeBlockKeys * value_stride)),
         softmax(padded_rows, value_stride) {}
-  float* queries;  // [padded rows x dim_stride] scaled query rows, zero past D
-  float* scores;   // [padded rows x kDecodeBlockKeys] scores, then weights; padded rows 0
-  float* values;   // [kDecodeBlockKeys x value_stride] V rows widened to float, zero past Dv
+  float* scores;  // [padded rows x kDecodeBlockKeys] scores, then weights; padded rows 0
+  float* values;  // [kDecodeBlockKeys x value_stride] V rows widened to float, zero past Dv
   OnlineSoftmax<float> softmax;
 };
 
@@ -58,30 +56,25 @@ struct DecodeWorkspace {
 /// Keys are visited in blocks of kDecodeBlockKeys cut at page ends; a block no row attends is
 /// not read, a key no row attends is not read, and keys a row does not attend are excluded by
 /// selection (SPEC.md section 0), never multiplied.
-template <class Q, class E, class Out>
-void decode_chunk(const DecodeCall<Q, E, Out>& call, const DecodeSpans& spans, index_t b, index_t g,
-                  const KeyRange& chunk, float* out_rows, float* out_lse) {
+template <class E>
+[[gnu::noinline]] void decode_chunk(const DecodeCall<E>& call, const DecodeSpans& spans, index_t b, index_t g,
+                                    const KeyRange& chunk, float* out_rows, float* out_lse) {
   constexpr index_t kW = static_cast<index_t>(simd::kWidth<float>);
   constexpr index_t kStride = kDecodeBlockKeys;
   constexpr float kExcluded = attnkit::detail::kExcludedScore<float>;
-  const index_t rows = call.group_rows(), group = call.group(), q_len = call.q_len;
+  const DecodeGeometry& geometry = call.geometry;
+  const index_t rows = geometry.group_rows(), group = geometry.group(), q_len = geometry.q_len;
   const index_t padded_rows = attnkit::detail::round_up(rows, simd::kValueRowBlock);
-  const index_t head_dim = call.head_dim, value_dim = call.value_dim;
-  const index_t dim_stride = attnkit::detail::round_up(head_dim, kW);
+  const index_t head_dim = geometry.head_dim, value_dim = geometry.value_dim;
   const index_t value_stride = attnkit::detail::round_up(value_dim, kW);
-  DecodeWorkspace work(padded_rows, dim_stride, value_stride);
+  DecodeWorkspace work(padded_rows, value_stride);
 
-  // Queries widened and scaled by sigma log2(e) (base-2 scores, as the tiled driver's).
-  const float q_scale = call.scale * kLog2e<float>;
+  // The group's query rows are consecutive rows of the call's widened queries.
+  const float* queries = call.queries + geometry.row_id(b, g * group, 0) * call.query_stride;
   std::vector<std::span<const KeyRange>> row_spans(static_cast<std::size_t>(rows));
   std::vector<std::size_t> cursor(static_cast<std::size_t>(rows));
   for (index_t r = 0; r < rows; ++r) {
-    const index_t h = g * group + r / q_len, i = r % q_len;
-    float* row = work.queries + r * dim_stride;
-    simd::widen_row(call.q.row(b, h, i), head_dim, row);
-    for (index_t d = 0; d < head_dim; ++d) row[d] *= q_scale;
-    std::fill(row + head_dim, row + dim_stride, 0.0f);
-    const std::span<const KeyRange> own = spans.row(call.row_id(b, h, i));
+    const std::span<const KeyRange> own = spans.row(geometry.row_id(b, g * group + r / q_len, r % q_len));
     row_spans[static_cast<std::size_t>(r)] = own;
     cursor[static_cast<std::size_t>(r)] = static_cast<std::size_t>(
         std::partition_point(own.begin(), own.end(), [&](const KeyRange& s) { return s.end <= chunk.begin; }) -
@@ -153,7 +146,7 @@ void decode_chunk(const DecodeCall<Q, E, Out>& call, const DecodeSpans& spans, i
         const index_t c1 = std::min(end, c0 + kPrefetchKeys);
         own_value_rows.rows(c0, c1);
         next_key_rows.rows(c0, c1);
-        simd::key_dots(work.queries, dim_stride, rows, first_key + c0 * key_stride, key_stride, c1 - c0, head_dim,
+        simd::key_dots(queries, call.query_stride, rows, first_key + c0 * key_stride, key_stride, c1 - c0, head_dim,
                        work.scores + c0, kStride);
       }
       c = end;

@@ -25,8 +25,8 @@ namespace attnkit::kernel {
 /// lengths[b] tokens (sequence_prefix), evaluated by its mask on the square lengths[b] x
 /// lengths[b] shape at positions lengths[b] - Lq + i; rows at negative positions attend
 /// nothing. The pattern's rules for that shape throw here, before anything is written.
-template <MaskedPattern P, class Q, class E, class Out>
-DecodeSpans decode_spans(const P& pattern, const DecodeCall<Q, E, Out>& call) {
+template <MaskedPattern P>
+DecodeSpans decode_spans(const P& pattern, const DecodeGeometry& call) {
   DecodeSpans result;
   result.offsets.reserve(static_cast<std::size_t>(call.batch * call.q_heads * call.q_len + 1));
   for (index_t b = 0; b < call.batch; ++b) {
@@ -64,20 +64,22 @@ struct DecodeItem {
   index_t chunk;
 };
 
-/// Runs a validated decode call: items over the chunks holding a key some row of the group
-/// attends (a window of 4096 keys over a 131072-key cache makes 9 items per kv head, not 256),
-/// each written to its own slot of partial results; then per (sequence, kv head) the slots
-/// merge in chunk order (kernel::merge_partial), narrowed into out, lse into lse.
-template <class Q, class E, class Out>
-void run_decode(const DecodeCall<Q, E, Out>& call, const DecodeSpans& spans) {
-  const index_t rows = call.group_rows(), value_dim = call.value_dim;
+/// The work items of a call, over the chunks holding a key some row of the group attends (a
+/// window of 4096 keys over a 131072-key cache makes 9 items per kv head, not 256), in order
+/// of (sequence, kv head, chunk); first[b * Hk + g] is the first item of (b, g), first's
+/// last entry the item count.
+struct DecodeItems {
   std::vector<DecodeItem> items;
-  std::vector<index_t> first_item;  // per (b, kv head), and one past the last
+  std::vector<index_t> first;
+};
+
+inline DecodeItems decode_items(const DecodeGeometry& call, const DecodeSpans& spans) {
+  DecodeItems result;
   std::vector<char> touched;
   for (index_t b = 0; b < call.batch; ++b) {
     const index_t chunks = attnkit::detail::ceil_div(call.lengths[static_cast<std::size_t>(b)], kDecodeChunkKeys);
     for (index_t g = 0; g < call.kv_heads; ++g) {
-      first_item.push_back(static_cast<index_t>(items.size()));
+      result.first.push_back(static_cast<index_t>(result.items.size()));
       touched.assign(static_cast<std::size_t>(chunks), 0);
       for (index_t h = g * call.group(); h < (g + 1) * call.group(); ++h)
         for (index_t i = 0; i < call.q_len; ++i)
@@ -85,37 +87,68 @@ void run_decode(const DecodeCall<Q, E, Out>& call, const DecodeSpans& spans) {
             std::fill(touched.begin() + span.begin / kDecodeChunkKeys,
                       touched.begin() + (span.end - 1) / kDecodeChunkKeys + 1, 1);
       for (index_t c = 0; c < chunks; ++c)
-        if (touched[static_cast<std::size_t>(c)] != 0) items.push_back(DecodeItem{b, g, c});
+        if (touched[static_cast<std::size_t>(c)] != 0) result.items.push_back(DecodeItem{b, g, c});
     }
   }
-  first_item.push_back(static_cast<index_t>(items.size()));
+  result.first.push_back(static_cast<index_t>(result.items.size()));
+  return result;
+}
+
+/// Runs a validated decode call of q [B, Hq, Lq, D] (element type Q) against the cache's rows
+/// (E) into out [B, Hq, Lq, Dv] (Out) and lse [B, Hq, Lq, 1] (or null), scores scaled by
+/// `scale`, in one parallel region of `threads`: the query rows widened and scaled once, each
+/// item's partial results (decode_chunk, compiled once per cache type) written to its own
+/// slot, then per (sequence, kv head) the slots merged in chunk order (kernel::merge_partial),
+/// narrowed into out, lse into lse.
+template <class Q, class E, class Out>
+void run_decode(const DecodeGeometry& geometry, const attnkit::detail::CacheRows<const E>& cache,
+                const TensorView<const Q>& q, const TensorView<Out>& out, const TensorView<float>* lse, float scale,
+                int threads, const DecodeSpans& spans) {
+  const index_t rows = geometry.group_rows(), value_dim = geometry.value_dim, head_dim = geometry.head_dim;
+  const DecodeItems work = decode_items(geometry, spans);
+
+  // Every query row widened, scaled by sigma log2(e), zero past D.
+  const index_t query_stride = attnkit::detail::round_up(head_dim, static_cast<index_t>(simd::kWidth<float>));
+  const index_t query_rows = geometry.batch * geometry.q_heads * geometry.q_len;
+  float* queries = attnkit::detail::thread_scratch<struct DecodeCallQueriesTag, float>(
+      std::max<index_t>(1, query_rows * query_stride));
+  const DecodeCall<E> call{geometry, cache, queries, query_stride};
+  const float q_scale = scale * kLog2e<float>;
 
   // Slot of item k: [rows x Dv] partial rows, then [rows] lse.
   const index_t slot = rows * (value_dim + 1);
   float* partials = attnkit::detail::thread_scratch<struct DecodePartialsTag, float>(
-      std::max<index_t>(1, static_cast<index_t>(items.size()) * slot));
-  parallel::parallel_region(call.threads, [&](parallel::Team& team) {
-    team.for_each_dynamic(static_cast<index_t>(items.size()), [&](index_t k) {
-      const DecodeItem& item = items[static_cast<std::size_t>(k)];
-      const index_t length = call.lengths[static_cast<std::size_t>(item.b)];
+      std::max<index_t>(1, static_cast<index_t>(work.items.size()) * slot));
+  parallel::parallel_region(threads, [&](parallel::Team& team) {
+    team.for_each_static(query_rows, [&](index_t id) {
+      const index_t i = id % geometry.q_len, h = id / geometry.q_len % geometry.q_heads;
+      const index_t b = id / (geometry.q_len * geometry.q_heads);
+      float* row = queries + id * query_stride;
+      simd::widen_row(q.row(b, h, i), head_dim, row);
+      for (index_t d = 0; d < head_dim; ++d) row[d] *= q_scale;
+      std::fill(row + head_dim, row + query_stride, 0.0f);
+    });
+    team.for_each_dynamic(static_cast<index_t>(work.items.size()), [&](index_t k) {
+      const DecodeItem& item = work.items[static_cast<std::size_t>(k)];
+      const index_t length = geometry.lengths[static_cast<std::size_t>(item.b)];
       const KeyRange chunk{item.chunk * kDecodeChunkKeys, std::min(length, (item.chunk + 1) * kDecodeChunkKeys)};
       float* own = partials + k * slot;
       decode_chunk(call, spans, item.b, item.kv_head, chunk, own, own + rows * value_dim);
     });
-    team.for_each_static(call.batch * call.kv_heads, [&](index_t group_index) {
-      const index_t b = group_index / call.kv_heads, g = group_index % call.kv_heads;
+    team.for_each_static(geometry.batch * geometry.kv_heads, [&](index_t group_index) {
+      const index_t b = group_index / geometry.kv_heads, g = group_index % geometry.kv_heads;
       float* merged = attnkit::detail::thread_scratch<struct DecodeMergeTag, float>(value_dim);
       for (index_t r = 0; r < rows; ++r) {
-        float lse = -std::numeric_limits<float>::infinity();
-        for (index_t k = first_item[static_cast<std::size_t>(group_index)];
-             k < first_item[static_cast<std::size_t>(group_index) + 1]; ++k) {
+        float row_lse = -std::numeric_limits<float>::infinity();
+        for (index_t k = work.first[static_cast<std::size_t>(group_index)];
+             k < work.first[static_cast<std::size_t>(group_index) + 1]; ++k) {
           const float* own = partials + k * slot;
-          lse = merge_partial(merged, lse, own + r * value_dim, own[rows * value_dim + r], value_dim);
+          row_lse = merge_partial(merged, row_lse, own + r * value_dim, own[rows * value_dim + r], value_dim);
         }
-        if (lse == -std::numeric_limits<float>::infinity()) std::fill(merged, merged + value_dim, 0.0f);
-        const index_t h = g * call.group() + r / call.q_len, i = r % call.q_len;
-        simd::narrow_row(merged, value_dim, call.out.row(b, h, i));
-        if (call.lse != nullptr) *call.lse->row(b, h, i) = lse;
+        if (row_lse == -std::numeric_limits<float>::infinity()) std::fill(merged, merged + value_dim, 0.0f);
+        const index_t h = g * geometry.group() + r / geometry.q_len, i = r % geometry.q_len;
+        simd::narrow_row(merged, value_dim, out.row(b, h, i));
+        if (lse != nullptr) *lse->row(b, h, i) = row_lse;
       }
     });
   });
