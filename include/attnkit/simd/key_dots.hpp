@@ -39,15 +39,33 @@ template <index_t kRows, index_t kKeys, class E>
   constexpr index_t kPairs = kRows * kKeys;
   Batch<float> acc[kPairs];
   for (index_t e = 0; e < kPairs; ++e) acc[e] = Batch<float>(0.0f);
+  // 8-bit blocks a block at a time (their rows hold whole blocks): each key's float16 scale
+  // converted once per block, not once per vector.
+  constexpr bool kBlocks = std::is_same_v<E, q8_0_block>;
+  constexpr index_t kStep = kBlocks ? static_cast<index_t>(q8_0_block::kValues) : kW;
   const index_t whole = head_dim - head_dim % kW;
-  for (index_t d = 0; d < whole; d += kW) {
-    // Query vectors are read from L1 by each FMA: held in registers beside 8 accumulators
-    // they made GCC spill the accumulators on AVX2's 16 registers.
-    for (index_t k = 0; k < kKeys; ++k) {
-      Batch<float> key = load_widened(keys + k * key_stride, d);
-      keep_in_register(key);
-      for (index_t r = 0; r < kRows; ++r)
-        acc[r * kKeys + k] = fma(Batch<float>::load_unaligned(queries + r * query_stride + d), key, acc[r * kKeys + k]);
+  for (index_t d0 = 0; d0 < whole; d0 += kStep) {
+    [[maybe_unused]] Batch<float> scales[kKeys];
+    if constexpr (kBlocks) {
+      for (index_t k = 0; k < kKeys; ++k)
+        scales[k] = Batch<float>(to_float(keys[k * key_stride + d0 / q8_0_block::kValues].scale));
+    }
+    for (index_t e = 0; e < kStep; e += kW) {
+      const index_t d = d0 + e;
+      // Query vectors are read from L1 by each FMA: held in registers beside 8 accumulators
+      // they made GCC spill the accumulators on AVX2's 16 registers.
+      for (index_t k = 0; k < kKeys; ++k) {
+        Batch<float> key;
+        if constexpr (kBlocks) {
+          key = load_q8_values(keys + k * key_stride, d) * scales[k];
+        } else {
+          key = load_widened(keys + k * key_stride, d);
+        }
+        keep_in_register(key);
+        for (index_t r = 0; r < kRows; ++r)
+          acc[r * kKeys + k] =
+              fma(Batch<float>::load_unaligned(queries + r * query_stride + d), key, acc[r * kKeys + k]);
+      }
     }
   }
   if (whole < head_dim) {

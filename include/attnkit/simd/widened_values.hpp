@@ -3,6 +3,7 @@
 // rows of one block of keys, read from memory once, converted where they are used).
 
 #include <algorithm>
+#include <type_traits>
 
 #include "attnkit/core/index.hpp"
 #include "attnkit/simd/batch.hpp"
@@ -57,9 +58,23 @@ template <index_t kVectors, ZeroWeights kZero, class E>
   }
   for (index_t j = 0; j < keys; ++j) {
     Batch<float> values[kVectors];
-    for (index_t c = 0; c < kVectors; ++c) {
-      values[c] = load_widened(v + j * v_stride, first_value + c * kW);
-      keep_in_register(values[c]);
+    if constexpr (std::is_same_v<E, q8_0_block>) {
+      // An 8-bit block's scale converted once for its vectors: first_value is a multiple of
+      // kVectors vectors (of a block when they are more), so vector c lies in block
+      // first_value / 32 + c * width / 32.
+      constexpr index_t kBlock = q8_0_block::kValues;
+      Batch<float> scale;
+      for (index_t c = 0; c < kVectors; ++c) {
+        if (c * kW % kBlock == 0)
+          scale = Batch<float>(to_float(v[j * v_stride + first_value / kBlock + c * kW / kBlock].scale));
+        values[c] = load_q8_values(v + j * v_stride, first_value + c * kW) * scale;
+        keep_in_register(values[c]);
+      }
+    } else {
+      for (index_t c = 0; c < kVectors; ++c) {
+        values[c] = load_widened(v + j * v_stride, first_value + c * kW);
+        keep_in_register(values[c]);
+      }
     }
     for (index_t r = 0; r < kR; ++r) {
       const float weight = p[r * p_stride + j];

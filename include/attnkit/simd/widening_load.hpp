@@ -19,22 +19,40 @@
 namespace attnkit::simd {
 
 namespace detail {
-/// Lane by lane through core/half.hpp's conversions (targets without the instruction).
+/// Half values lane by lane through core/half.hpp's conversions (targets without the instruction).
 template <class E>
 Batch<float> load_widened_lanes(const E* row, index_t d) {
   alignas(64) float lanes[kWidth<float>];
   for (std::size_t l = 0; l < kWidth<float>; ++l) {
-    const index_t i = d + static_cast<index_t>(l);
-    if constexpr (std::is_same_v<E, q8_0_block>) {
-      const q8_0_block& block = row[i / q8_0_block::kValues];
-      lanes[l] = to_float(block.scale) * static_cast<float>(block.values[i % q8_0_block::kValues]);
-    } else {
-      lanes[l] = widen(row[i]);
-    }
+    lanes[l] = widen(row[d + static_cast<index_t>(l)]);
   }
   return Batch<float>::load_aligned(lanes);
 }
 }  // namespace detail
+
+/// The int8 values row[d .. d + kWidth<float>) of a row of 8-bit blocks as floats, before
+/// their block's scale (load_widened multiplies by it; kernels that take several vectors of
+/// one block convert the scale once). `row` points at the row's first block, d counts values
+/// (a multiple of the vector width, so one vector never straddles two blocks).
+inline Batch<float> load_q8_values(const q8_0_block* row, index_t d) {
+  static_assert(q8_0_block::kValues % kWidth<float> == 0, "a vector lies inside one block");
+  [[maybe_unused]] const std::int8_t* values = row[d / q8_0_block::kValues].values + d % q8_0_block::kValues;
+#if defined(__AVX512F__)
+  return Batch<float>(
+      _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)))));
+#elif defined(__AVX2__)
+  return Batch<float>(
+      _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(values)))));
+#elif defined(__SSE4_1__) && !defined(__AVX__)
+  std::int32_t packed;
+  std::memcpy(&packed, values, sizeof(packed));
+  return Batch<float>(_mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(packed))));
+#else
+  alignas(64) float lanes[kWidth<float>];
+  for (std::size_t l = 0; l < kWidth<float>; ++l) lanes[l] = static_cast<float>(values[l]);
+  return Batch<float>::load_aligned(lanes);
+#endif
+}
 
 /// Values row[d .. d + kWidth<float>) of a row of element type E as floats, exactly: a load for
 /// float; bfloat16 by a 16-bit shift; float16 by vcvtph2ps; an 8-bit block's int8 values
@@ -70,23 +88,7 @@ Batch<float> load_widened(const E* row, index_t d) {
 #endif
   } else {
     static_assert(std::is_same_v<E, q8_0_block>, "cache rows hold float, bfloat16, float16 or q8_0_block");
-    static_assert(q8_0_block::kValues % kWidth<float> == 0, "a vector lies inside one block");
-    const q8_0_block& block = row[d / q8_0_block::kValues];
-    [[maybe_unused]] const std::int8_t* values = block.values + d % q8_0_block::kValues;
-#if defined(__AVX512F__)
-    const __m512i wide = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
-    return Batch<float>(_mm512_cvtepi32_ps(wide)) * Batch<float>(to_float(block.scale));
-#elif defined(__AVX2__)
-    const __m256i wide = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(values)));
-    return Batch<float>(_mm256_cvtepi32_ps(wide)) * Batch<float>(to_float(block.scale));
-#elif defined(__SSE4_1__) && !defined(__AVX__)
-    std::int32_t packed;
-    std::memcpy(&packed, values, sizeof(packed));
-    const __m128i wide = _mm_cvtepi8_epi32(_mm_cvtsi32_si128(packed));
-    return Batch<float>(_mm_cvtepi32_ps(wide)) * Batch<float>(to_float(block.scale));
-#else
-    return detail::load_widened_lanes(row, d);
-#endif
+    return load_q8_values(row, d) * Batch<float>(to_float(row[d / q8_0_block::kValues].scale));
   }
 }
 
