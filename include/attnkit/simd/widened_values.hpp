@@ -68,12 +68,13 @@ template <index_t kVectors, ZeroWeights kZero, class E>
         if (c * kW % kBlock == 0)
           scale = Batch<float>(to_float(v[j * v_stride + first_value / kBlock + c * kW / kBlock].scale));
         values[c] = load_q8_values(v + j * v_stride, first_value + c * kW) * scale;
-        keep_in_register(values[c]);
       }
     } else {
       for (index_t c = 0; c < kVectors; ++c) {
         values[c] = load_widened(v + j * v_stride, first_value + c * kW);
-        keep_in_register(values[c]);
+        // A float row is kept in a register (else GCC reloads it as an operand of every FMA);
+        // a widened one is anyway, and keep_in_register on the array made GCC store it.
+        if constexpr (std::is_same_v<E, float>) keep_in_register(values[c]);
       }
     }
     for (index_t r = 0; r < kR; ++r) {
