@@ -7,6 +7,8 @@
 // cannot decode), or give no NaN, match reference::attention over the same cache within SPEC.md
 // section 11's tolerance, and give the same bits on one thread. Every slot past a sequence's
 // length, the spare page and the block table's unused entries hold NaN or garbage ids.
+// Each of these checks is a `require` (fuzz/fuzz_checks.hpp): a failed one prints the rule and
+// the case and aborts, which libFuzzer reports as a crash with the input that caused it.
 
 #include <cmath>
 #include <cstdint>

@@ -47,8 +47,7 @@ template <index_t kRows, index_t kKeys, class E>
   for (index_t d0 = 0; d0 < whole; d0 += kStep) {
     [[maybe_unused]] Batch<float> scales[kKeys];
     if constexpr (kBlocks) {
-      for (index_t k = 0; k < kKeys; ++k)
-        scales[k] = Batch<float>(to_float(keys[k * key_stride + d0 / q8_0_block::kValues].scale));
+      for (index_t k = 0; k < kKeys; ++k) scales[k] = q8_scale(keys + k * key_stride, d0);
     }
     for (index_t e = 0; e < kStep; e += kW) {
       const index_t d = d0 + e;

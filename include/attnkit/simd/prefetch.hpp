@@ -1,6 +1,8 @@
 #pragma once
 // Software prefetch of rows that a kernel will read or write at random a little later.
 
+#include <algorithm>
+
 #include "attnkit/core/index.hpp"
 
 namespace attnkit::simd {
@@ -40,5 +42,19 @@ void prefetch_row(const T* row, index_t size, bool for_write) {
   const index_t byte_size = size * static_cast<index_t>(sizeof(T));
   for (index_t offset = 0; offset < byte_size; offset += kLine) detail::prefetch_line(bytes + offset, for_write);
 }
+
+/// Rows a kernel asks to be prefetched while it runs, spread over its work (decode's P V
+/// prefetches the next block's V rows, so that memory stays busy while it computes): `count`
+/// rows of `elements` elements, the first at `first`, `stride` elements apart.
+template <class E>
+struct RowPrefetch {
+  const E* first = nullptr;
+  index_t stride = 0, count = 0, elements = 0;
+
+  /// Prefetches rows [begin, end) of the count (clamped).
+  void rows(index_t begin, index_t end) const {
+    for (index_t i = begin; i < std::min(end, count); ++i) prefetch_row(first + i * stride, elements, false);
+  }
+};
 
 }  // namespace attnkit::simd

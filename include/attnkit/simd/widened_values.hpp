@@ -25,20 +25,6 @@ inline constexpr index_t kWidenedValueVectors = kVectorRegisters<float> >= 32 ? 
 /// half the speed of the prefill kernel's loop).
 inline constexpr index_t kWidenedValueKeys = 8;
 
-/// Rows a kernel asks to be prefetched while it runs, spread over its work (decode's P V
-/// prefetches the next block's V rows, so that memory stays busy while it computes): `count`
-/// rows of `elements` elements, the first at `first`, `stride` elements apart.
-template <class E>
-struct RowPrefetch {
-  const E* first = nullptr;
-  index_t stride = 0, count = 0, elements = 0;
-
-  /// Prefetches rows [begin, end) of the count (clamped).
-  void rows(index_t begin, index_t end) const {
-    for (index_t i = begin; i < std::min(end, count); ++i) prefetch_row(first + i * stride, elements, false);
-  }
-};
-
 namespace detail {
 
 /// One block of kValueRowBlock rows x kVectors vectors of O over `keys` keys (inlined: called
@@ -65,8 +51,7 @@ template <index_t kVectors, ZeroWeights kZero, class E>
       constexpr index_t kBlock = q8_0_block::kValues;
       Batch<float> scale;
       for (index_t c = 0; c < kVectors; ++c) {
-        if (c * kW % kBlock == 0)
-          scale = Batch<float>(to_float(v[j * v_stride + first_value / kBlock + c * kW / kBlock].scale));
+        if (c * kW % kBlock == 0) scale = q8_scale(v + j * v_stride, first_value + c * kW);
         values[c] = load_q8_values(v + j * v_stride, first_value + c * kW) * scale;
       }
     } else {

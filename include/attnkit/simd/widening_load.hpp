@@ -54,6 +54,11 @@ inline Batch<float> load_q8_values(const q8_0_block* row, index_t d) {
 #endif
 }
 
+/// The scale of the 8-bit block holding value d of a row, in every lane.
+inline Batch<float> q8_scale(const q8_0_block* row, index_t d) {
+  return Batch<float>(to_float(row[d / q8_0_block::kValues].scale));
+}
+
 /// Values row[d .. d + kWidth<float>) of a row of element type E as floats, exactly: a load for
 /// float; bfloat16 by a 16-bit shift; float16 by vcvtph2ps; an 8-bit block's int8 values
 /// sign-extended, converted and multiplied by its float16 scale (d * q is exact in float). For
@@ -88,7 +93,7 @@ Batch<float> load_widened(const E* row, index_t d) {
 #endif
   } else {
     static_assert(std::is_same_v<E, q8_0_block>, "cache rows hold float, bfloat16, float16 or q8_0_block");
-    return load_q8_values(row, d) * Batch<float>(to_float(row[d / q8_0_block::kValues].scale));
+    return load_q8_values(row, d) * q8_scale(row, d);
   }
 }
 
