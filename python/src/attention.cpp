@@ -1,0 +1,210 @@
+// attnkit.attention, attnkit.reference.attention and attnkit.dispatch: argument checks,
+// output allocation, the GIL released around the kernels.
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include <pybind11/stl.h>
+
+#include "attnkit/dispatch.hpp"
+#include "bindings.hpp"
+#include "call_views.hpp"
+
+namespace attnkit::python {
+
+namespace {
+
+/// The call's outputs as Python objects (given or allocated) and their views.
+struct PreparedCall {
+  CallViews views;
+  py::object out, lse;
+};
+
+/// Which output dtypes a call accepts: the kernels' rules, or the reference's float64.
+enum class Outputs { kKernel, kReference };
+
+bool is_half(DType dtype) { return dtype == DType::kBFloat16 || dtype == DType::kFloat16; }
+
+PreparedCall prepare(py::handle q_object, py::handle k_object, py::handle v_object, py::object out, py::object lse,
+                     std::optional<double> scale, int threads, py::handle key_lengths, Outputs outputs) {
+  PreparedCall call{{tensor_arg(q_object, "q"), tensor_arg(k_object, "k"), tensor_arg(v_object, "v"), {}, {}, {}},
+                    std::move(out),
+                    std::move(lse)};
+  CallViews& views = call.views;
+  views.q.require_dims(4, "[B, Hq, Lq, D]");
+  views.k.require_dims(4, "[B, Hk, Lk, D]");
+  views.v.require_dims(4, "[B, Hk, Lk, Dv]");
+  const std::string same = "must equal q.dtype = " + std::string(dtype_name(views.q.dtype));
+  views.k.require_dtype(views.q.dtype, same);
+  views.v.require_dtype(views.q.dtype, same);
+  if (views.q.dtype == DType::kInt32) detail::reject("q.dtype", "int32", "must be a floating-point type");
+  const DType compute =
+      views.q.dtype == DType::kFloat64 || outputs == Outputs::kReference ? DType::kFloat64 : DType::kFloat32;
+  const DType out_default = outputs == Outputs::kReference ? DType::kFloat64 : views.q.dtype;
+  const std::vector<index_t> out_sizes{views.q.sizes[0], views.q.sizes[1], views.q.sizes[2], views.v.sizes[3]};
+
+  if (call.out.is_none()) call.out = allocate(views.q.library, out_default, out_sizes);
+  views.out = tensor_arg(call.out, "out");
+  views.out.require_dims(4, "[B, Hq, Lq, Dv]");
+  views.out.require_writable();
+  if (outputs == Outputs::kReference) {
+    views.out.require_dtype(DType::kFloat64, "the reference writes float64");
+  } else if (views.out.dtype != views.q.dtype && !(is_half(views.q.dtype) && views.out.dtype == DType::kFloat32)) {
+    detail::reject("out.dtype", dtype_name(views.out.dtype),
+                   "must equal q.dtype = " + std::string(dtype_name(views.q.dtype)) + " (or float32 for half q)");
+  }
+
+  if (py::isinstance<py::bool_>(call.lse)) {
+    call.lse = call.lse.cast<bool>() ? allocate(views.q.library, compute, {out_sizes[0], out_sizes[1], out_sizes[2]})
+                                     : py::object(py::none());
+  }
+  if (!call.lse.is_none()) {
+    TensorArg lse_view = tensor_arg(call.lse, "lse");
+    lse_view.require_dims(3, "[B, Hq, Lq]");
+    lse_view.require_writable();
+    lse_view.require_dtype(compute, "must be " + std::string(dtype_name(compute)) +
+                                        (compute == DType::kFloat64 ? " for this call" : " for float and half calls"));
+    views.lse = std::move(lse_view);
+  }
+
+  views.options.scale = scale;
+  views.options.threads = threads;
+  if (!key_lengths.is_none()) views.options.key_lengths = index_list(key_lengths, "key_lengths");
+  return call;
+}
+
+py::object result(const PreparedCall& call) {
+  if (call.lse.is_none()) return call.out;
+  return py::make_tuple(call.out, call.lse);
+}
+
+/// A registered kind through attnkit::dispatch's current target.
+void run_dispatched(const dispatch::PatternRef& pattern, const CallViews& call) {
+  with_call_types(call, [&]<class E, class Out>(std::type_identity<E>, std::type_identity<Out>) {
+    const TensorView<compute_type_t<E>> lse =
+        call.lse ? call.lse->view<compute_type_t<E>>() : TensorView<compute_type_t<E>>();
+    dispatch::attention_entry<E, Out>()(pattern, call.q.view<const E>(), call.k.view<const E>(), call.v.view<const E>(),
+                                        call.out.view<Out>(), call.lse ? &lse : nullptr, call.options);
+  });
+}
+
+void run_kernels(const PatternArg& pattern, const CallViews& call) {
+  std::visit(
+      [&](const auto& held) {
+        using Held = std::decay_t<decltype(held)>;
+        if constexpr (std::is_same_v<Held, dispatch::PatternRef>) {
+          run_dispatched(held, call);
+        } else if constexpr (std::is_same_v<Held, const UnionKinds*>) {
+          run_union(*held, call);
+        } else if constexpr (std::is_same_v<Held, const IntersectionKinds*>) {
+          run_intersection(*held, call);
+        } else {
+          run_per_head(*held, call);
+        }
+      },
+      pattern);
+}
+
+constexpr const char* kAttentionDoc =
+    "attention(pattern, q, k, v, *, out=None, lse=None, scale=None, threads=0, key_lengths=None)\n\n"
+    "q [B, Hq, Lq, D], k [B, Hk, Lk, D], v [B, Hk, Lk, Dv] (NumPy arrays or torch CPU tensors, one dtype:\n"
+    "float32, float64, bfloat16 (torch) or float16; any strides with a unit last one). Returns out\n"
+    "[B, Hq, Lq, Dv] (q's dtype, allocated by q's library; or `out`, written in place: q's dtype or\n"
+    "float32 for half q) and, when `lse` is True or an array [B, Hq, Lq] (float32; float64 for\n"
+    "float64 calls), (out, lse). scale: logit scale (1/sqrt(D)); threads: 0 = OpenMP's default;\n"
+    "key_lengths: per-batch key padding (Linformer). Inputs are never copied; the GIL is released.";
+
+}  // namespace
+
+void bind_attention(py::module_& m) {
+  m.def(
+      "attention",
+      [](py::handle pattern, py::handle q, py::handle k, py::handle v, py::object out, py::object lse,
+         std::optional<double> scale, int threads, py::handle key_lengths) {
+        const PatternArg held = pattern_arg(pattern);
+        const PreparedCall call =
+            prepare(q, k, v, std::move(out), std::move(lse), scale, threads, key_lengths, Outputs::kKernel);
+        {
+          py::gil_scoped_release unlocked;
+          run_kernels(held, call.views);
+        }
+        return result(call);
+      },
+      py::arg("pattern"), py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("out") = py::none(),
+      py::arg("lse") = py::none(), py::arg("scale") = py::none(), py::arg("threads") = 0,
+      py::arg("key_lengths") = py::none(), kAttentionDoc);
+
+  m.def(
+      "_native_call_ns",
+      [](py::handle pattern, py::handle q, py::handle k, py::handle v, py::object out, int threads) {
+        const PatternArg held = pattern_arg(pattern);
+        const PreparedCall call =
+            prepare(q, k, v, std::move(out), py::none(), std::nullopt, threads, py::none(), Outputs::kKernel);
+        py::gil_scoped_release unlocked;
+        const auto start = std::chrono::steady_clock::now();
+        run_kernels(held, call.views);
+        return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+      },
+      py::arg("pattern"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("threads") = 0,
+      "Benchmarks: the nanoseconds of attnkit.attention's C++ call alone (the kernels attention runs, on arguments "
+      "checked beforehand, untimed), so a benchmark can pair it with the Python call (bench/python).");
+
+  py::module_ reference = m.def_submodule("reference", "The float64 reference of every kind (SPEC.md's definitions).");
+  reference.def(
+      "attention",
+      [](py::handle pattern, py::handle q, py::handle k, py::handle v, py::object out, py::object lse,
+         std::optional<double> scale, py::handle key_lengths) {
+        const PatternArg held = pattern_arg(pattern);
+        const PreparedCall call =
+            prepare(q, k, v, std::move(out), std::move(lse), scale, 0, key_lengths, Outputs::kReference);
+        if (call.views.q.dtype == DType::kFloat32) {
+          detail::reject("q.dtype", "float32",
+                         "the reference takes float64, bfloat16 or float16 (widen float32 first)");
+        }
+        {
+          py::gil_scoped_release unlocked;
+          run_reference(held, call.views);
+        }
+        return result(call);
+      },
+      py::arg("pattern"), py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("out") = py::none(),
+      py::arg("lse") = py::none(), py::arg("scale") = py::none(), py::arg("key_lengths") = py::none(),
+      "The closed-form float64 result (O(Lq Lk) per head): q, k, v float64 or half; out and lse float64.");
+
+  py::module_ dispatched = m.def_submodule(
+      "dispatch",
+      "The registered kinds compiled for SSE2, AVX2 and AVX-512, the widest this CPU runs chosen at run time.");
+  py::enum_<SimdTarget>(dispatched, "SimdTarget")
+      .value("sse2", SimdTarget::kSse2)
+      .value("avx2", SimdTarget::kAvx2)
+      .value("avx512", SimdTarget::kAvx512);
+  dispatched.def("simd_target", &dispatch::simd_target, "The target dispatched calls run now.");
+  dispatched.def("supported_simd_targets", &dispatch::supported_simd_targets, "The targets this CPU runs.");
+  dispatched.def("set_simd_target", &dispatch::set_simd_target, py::arg("target"),
+                 "Every later dispatched call runs `target` (ValueError when this CPU cannot).");
+  dispatched.def(
+      "attention",
+      [](py::handle pattern, py::handle q, py::handle k, py::handle v, py::object out, py::object lse,
+         std::optional<double> scale, int threads, py::handle key_lengths) {
+        const PatternArg held = pattern_arg(pattern);
+        const auto* registered = std::get_if<dispatch::PatternRef>(&held);
+        if (registered == nullptr) {
+          detail::reject("pattern", std::string(py::repr(pattern)),
+                         "attnkit.dispatch runs the registered kinds (attnkit.kinds); combinations run "
+                         "attnkit.attention");
+        }
+        const PreparedCall call =
+            prepare(q, k, v, std::move(out), std::move(lse), scale, threads, key_lengths, Outputs::kKernel);
+        {
+          py::gil_scoped_release unlocked;
+          run_dispatched(*registered, call.views);
+        }
+        return result(call);
+      },
+      py::arg("pattern"), py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("out") = py::none(),
+      py::arg("lse") = py::none(), py::arg("scale") = py::none(), py::arg("threads") = 0,
+      py::arg("key_lengths") = py::none(), "attnkit.attention for a registered kind, on the current target's kernels.");
+}
+
+}  // namespace attnkit::python

@@ -1,0 +1,70 @@
+#pragma once
+// One attention call's arguments as the kernels take them, and the element-type switch that
+// turns the runtime dtypes into the template arguments of attnkit::attention.
+
+#include <optional>
+#include <type_traits>
+
+#include "attnkit/attention.hpp"
+#include "attnkit/core/call.hpp"
+#include "attnkit/core/options.hpp"
+#include "patterns.hpp"
+#include "tensor_arg.hpp"
+
+namespace attnkit::python {
+
+/// q, k, v, out (and lse) of one call, already checked for rank and dtype by the front
+/// (attention.cpp): q, k, v share one dtype; out has it, or float32 for half q; lse is
+/// float64 for float64 calls, else float32.
+struct CallViews {
+  TensorArg q, k, v, out;
+  std::optional<TensorArg> lse;
+  Options options;
+};
+
+/// f(std::type_identity<E>{}, std::type_identity<Out>{}) for the call's element type E and
+/// output type Out.
+template <class F>
+void with_call_types(const CallViews& call, F&& f) {
+  const bool float_out = call.out.dtype == DType::kFloat32;
+  switch (call.q.dtype) {
+    case DType::kFloat32:
+      return f(std::type_identity<float>{}, std::type_identity<float>{});
+    case DType::kFloat64:
+      return f(std::type_identity<double>{}, std::type_identity<double>{});
+    case DType::kBFloat16:
+      if (float_out) return f(std::type_identity<bfloat16>{}, std::type_identity<float>{});
+      return f(std::type_identity<bfloat16>{}, std::type_identity<bfloat16>{});
+    case DType::kFloat16:
+      if (float_out) return f(std::type_identity<float16>{}, std::type_identity<float>{});
+      return f(std::type_identity<float16>{}, std::type_identity<float16>{});
+    case DType::kInt32:
+      break;
+  }
+}
+
+/// attnkit::attention(pattern, q, k, v, out[, lse], options) on the call's views; `pattern` is
+/// a pattern or a std::variant of patterns.
+template <class P>
+void run_attention(const P& pattern, const CallViews& call) {
+  with_call_types(call, [&]<class E, class Out>(std::type_identity<E>, std::type_identity<Out>) {
+    const auto q = call.q.view<const E>(), k = call.k.view<const E>(), v = call.v.view<const E>();
+    const auto out = call.out.view<Out>();
+    if (call.lse) {
+      attnkit::attention(pattern, q, k, v, out, call.lse->view<compute_type_t<E>>(), call.options);
+    } else {
+      attnkit::attention(pattern, q, k, v, out, call.options);
+    }
+  });
+}
+
+/// The kernels of the compiled combinations, one translation unit each (compiled in parallel).
+void run_union(const UnionKinds& pattern, const CallViews& call);
+void run_intersection(const IntersectionKinds& pattern, const CallViews& call);
+void run_per_head(const PerHeadKind& pattern, const CallViews& call);
+
+/// reference::attention (float64) on the call's views: q, k, v float64 or half, out and lse
+/// float64 (reference.cpp).
+void run_reference(const PatternArg& pattern, const CallViews& call);
+
+}  // namespace attnkit::python

@@ -1,0 +1,214 @@
+"""attnkit.attention on NumPy arrays: every mask kind against a plain NumPy float64 softmax, every
+kind against attnkit.reference, outputs, strides and bad input."""
+
+import numpy as np
+import pytest
+
+import attnkit
+from conftest import (assert_float_close, block_mask, dense_attention, dilated_mask, full_mask, global_mask, qkv,
+                      window_mask)
+
+HQ, LQ = 4, 67
+
+
+def mask_cases():
+    """(pattern, its dense mask [Hq, Lq, Lk]) with Lq = Lk = 67, Hq = 4."""
+    local = np.eye(5, dtype=bool) | np.eye(5, k=1, dtype=bool)
+    strided = np.zeros((5, 5), bool)
+    strided[:, 0] = True
+    strided[np.arange(5), np.arange(5)] = True
+    window = window_mask(HQ, LQ, LQ, 5, 5)
+    globals_ = global_mask(HQ, LQ, LQ, [0, 20])
+    causal = full_mask(HQ, LQ, LQ, causal=True)
+    return [
+        (attnkit.Full(), full_mask(HQ, LQ, LQ)),
+        (attnkit.Full(causal=True), causal),
+        (attnkit.SlidingWindow(3, 7), window_mask(HQ, LQ, LQ, 3, 7)),
+        (attnkit.SlidingWindow.causal(9), window_mask(HQ, LQ, LQ, 9, 0)),
+        (attnkit.Dilated.symmetric(4, [1, 2, 3, 1]), dilated_mask(HQ, LQ, LQ, 4, 4, [1, 2, 3, 1])),
+        (attnkit.Global([0, 20]), globals_),
+        (attnkit.BlockSparse(16, [attnkit.BlockLayout.from_bitmap(local)]), block_mask(HQ, LQ, LQ, 16, [local])),
+        (attnkit.BlockSparse(16, [attnkit.BlockLayout.from_bitmap(m) for m in (local, strided, local, strided)],
+                             causal=True),
+         block_mask(HQ, LQ, LQ, 16, [local, strided, local, strided], causal=True)),
+        (attnkit.Union(attnkit.SlidingWindow.symmetric(5), attnkit.Global([0, 20])), window | globals_),
+        (attnkit.Union(attnkit.Global([0, 20]), attnkit.SlidingWindow.symmetric(5)), window | globals_),
+        (attnkit.Union(attnkit.Dilated.symmetric(4, [1, 2, 3, 1]), attnkit.Global([0, 20])),
+         dilated_mask(HQ, LQ, LQ, 4, 4, [1, 2, 3, 1]) | globals_),
+        (attnkit.Intersection(attnkit.SlidingWindow.symmetric(5), attnkit.Full(causal=True)), window & causal),
+        (attnkit.Intersection(attnkit.Union(attnkit.SlidingWindow.symmetric(5), attnkit.Global([0, 20])),
+                              attnkit.Full(causal=True)), (window | globals_) & causal),
+        (attnkit.PerHead([attnkit.Full(causal=True), attnkit.SlidingWindow(2, 1), attnkit.Global([3]),
+                          attnkit.BlockSparse(16, [attnkit.BlockLayout.from_bitmap(local)])]),
+         np.stack([causal[0], window_mask(1, LQ, LQ, 2, 1)[0], global_mask(1, LQ, LQ, [3])[0],
+                   block_mask(1, LQ, LQ, 16, [local])[0]])),
+    ]
+
+
+@pytest.mark.parametrize("pattern,mask", mask_cases(), ids=lambda x: repr(x) if not isinstance(x, np.ndarray) else "")
+def test_mask_kinds_match_a_numpy_softmax(rng, pattern, mask):
+    q, k, v = qkv(rng, hq=HQ, lq=LQ, lk=LQ)
+    expected, expected_lse = dense_attention(q, k, v, mask)
+    out, lse = attnkit.attention(pattern, q, k, v, lse=True)
+    assert out.dtype == np.float32 and out.shape == (2, HQ, LQ, 8)
+    assert_float_close(out, expected, v)
+    np.testing.assert_allclose(lse, expected_lse, rtol=1e-5, atol=1e-5)
+    out64, lse64 = attnkit.attention(pattern, *(x.astype(np.float64) for x in (q, k, v)), lse=True)
+    assert out64.dtype == np.float64 and lse64.dtype == np.float64
+    np.testing.assert_allclose(out64, expected, rtol=1e-12, atol=1e-13)
+    assert attnkit.attended_keys(pattern, attnkit.AttentionShape(q_heads=HQ, q_len=LQ), 1, 30) == mask[1, 30].sum()
+
+
+def non_mask_cases():
+    return [
+        attnkit.BigBird(16, 2, seed=3),
+        attnkit.Linformer.gaussian(kp=16, n_max=80, heads=1, seed=5),
+        attnkit.Lsh(chunk=8, rounds=2, buckets=8, seed=1),
+        attnkit.KernelizedRpe(features=32, seed=2, algorithm=attnkit.RpeAlgorithm.direct,
+                              bias=attnkit.RpeBias(4, np.linspace(-1, 1, 9))),
+    ]
+
+
+@pytest.mark.parametrize("pattern", non_mask_cases(), ids=repr)
+def test_every_kind_matches_the_reference_in_float64(rng, pattern):
+    shared_qk = isinstance(pattern, attnkit.Lsh)
+    hk = 4 if shared_qk else 2
+    q, k, v = qkv(rng, hq=4, hk=hk, lq=64, lk=64, dtype=np.float64)
+    if shared_qk:
+        k = q
+    out, lse = attnkit.attention(pattern, q, k, v, lse=not isinstance(pattern, attnkit.KernelizedRpe)), None
+    if isinstance(out, tuple):
+        out, lse = out
+    ref = attnkit.reference.attention(pattern, q, k, v)
+    np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-12)
+
+
+def test_float32_kinds_against_the_reference(rng):
+    q, k, v = qkv(rng, hq=4, hk=2, lq=130, lk=130)
+    for pattern in (attnkit.BigBird(32, 1, seed=9), attnkit.Linformer.xavier_uniform(32, 130, 2, seed=4)):
+        out = attnkit.attention(pattern, q, k, v)
+        ref = attnkit.reference.attention(pattern, *(x.astype(np.float64) for x in (q, k, v)))
+        assert_float_close(out, ref, v if not isinstance(pattern, attnkit.Linformer) else 4 * v)
+
+
+def test_strided_views_are_read_in_place(rng):
+    # [B, L, H, D] buffers seen as [B, H, L, D] through transpose: no copy, same result.
+    b, lq, h, d = 2, 50, 4, 16
+    q_blhd = rng.standard_normal((b, lq, h, d)).astype(np.float32)
+    k_blhd = rng.standard_normal((b, lq, h, d)).astype(np.float32)
+    v_blhd = rng.standard_normal((b, lq, h, d)).astype(np.float32)
+    views = [x.transpose(0, 2, 1, 3) for x in (q_blhd, k_blhd, v_blhd)]
+    out_blhd = np.zeros((b, lq, h, d), np.float32)
+    out_view = out_blhd.transpose(0, 2, 1, 3)
+    result = attnkit.attention(attnkit.SlidingWindow.symmetric(4), *views, out=out_view)
+    assert result is out_view
+    contiguous = attnkit.attention(attnkit.SlidingWindow.symmetric(4), *(np.ascontiguousarray(x) for x in views))
+    np.testing.assert_array_equal(out_blhd.transpose(0, 2, 1, 3), contiguous)
+
+
+def test_out_and_lse_are_written_in_place(rng):
+    q, k, v = qkv(rng)
+    out = np.full((2, 4, 67, 8), np.nan, np.float32)
+    lse = np.full((2, 4, 67), np.nan, np.float32)
+    result_out, result_lse = attnkit.attention(attnkit.Full(), q, k, v, out=out, lse=lse)
+    assert result_out is out and result_lse is lse
+    expected, expected_lse = dense_attention(q, k, v, full_mask(4, 67, 67))
+    assert_float_close(out, expected, v)
+    np.testing.assert_allclose(lse, expected_lse, rtol=1e-5)
+
+
+def test_threads_and_scale(rng):
+    q, k, v = qkv(rng, lq=300, lk=300)
+    one = attnkit.attention(attnkit.Full(causal=True), q, k, v, threads=1, scale=0.3)
+    two = attnkit.attention(attnkit.Full(causal=True), q, k, v, threads=2, scale=0.3)
+    np.testing.assert_array_equal(one, two)  # SPEC.md section 0: bitwise across thread counts
+    expected, _ = dense_attention(q, k, v, full_mask(4, 300, 300, causal=True), scale=0.3)
+    assert_float_close(one, expected, v)
+
+
+def test_key_lengths_pad_linformer(rng):
+    q, k, v = qkv(rng, lq=40, lk=40, dtype=np.float64)
+    linformer = attnkit.Linformer.gaussian(8, 64, 1, seed=1)
+    out = attnkit.attention(linformer, q, k, v, key_lengths=[40, 25])
+    ref = attnkit.reference.attention(linformer, q, k, v, key_lengths=[40, 25])
+    np.testing.assert_allclose(out, ref, rtol=1e-10)
+    with pytest.raises(ValueError, match="key_lengths"):
+        attnkit.attention(attnkit.Full(), q, k, v, key_lengths=[40, 25])
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (lambda q, k, v, o: (q, k.astype(np.float64), v, o), "k.dtype = float64: must equal q.dtype = float32"),
+        (lambda q, k, v, o: (q[0], k, v, o), "q.ndim = 3: must be 4"),
+        (lambda q, k, v, o: (q, k[:, :, :, :5], v, o), "k.sizes\\[dim\\] = 5"),
+        (lambda q, k, v, o: (q.astype(np.int64), k, v, o), "q.dtype = int64"),
+        (lambda q, k, v, o: (q, k, v, o.astype(np.float64)), "out.dtype = float64"),
+        (lambda q, k, v, o: (q, k, v, o[:, :, :5]), "out.sizes"),
+        (lambda q, k, v, o: (q, k, v, "out"), "out = str: must be a NumPy array or a torch tensor"),
+        (lambda q, k, v, o: (q.astype(">f4"), k, v, o), "byte order"),
+    ],
+)
+def test_bad_input_is_a_value_error_and_nothing_is_written(rng, change, message):
+    q, k, v = qkv(rng)
+    out = np.full((2, 4, 67, 8), 7.0, np.float32)
+    q2, k2, v2, out2 = change(q, k, v, out)
+    with pytest.raises(ValueError, match=message):
+        attnkit.attention(attnkit.Full(), q2, k2, v2, out=out2)
+    assert np.all(out == 7.0)
+
+
+def test_read_only_out_and_bad_lse_are_refused(rng):
+    q, k, v = qkv(rng)
+    out = np.zeros((2, 4, 67, 8), np.float32)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="out.writeable = False"):
+        attnkit.attention(attnkit.Full(), q, k, v, out=out)
+    with pytest.raises(ValueError, match="lse.dtype = float64: must be float32"):
+        attnkit.attention(attnkit.Full(), q, k, v, lse=np.zeros((2, 4, 67)))
+    with pytest.raises(ValueError, match="lse.ndim = 4"):
+        attnkit.attention(attnkit.Full(), q, k, v, lse=np.zeros((2, 4, 67, 1), np.float32))
+    with pytest.raises(ValueError, match="pattern = int"):
+        attnkit.attention(3, q, k, v)
+    with pytest.raises(ValueError, match="options.threads"):
+        attnkit.attention(attnkit.Full(), q, k, v, threads=-1)
+
+
+def test_empty_rows_give_zeros_and_minus_infinity(rng):
+    q, k, v = qkv(rng, hq=2, hk=2, lq=4, lk=10)
+    # Bottom-right causal with Lq < Lk: every row sees keys; a window of radius 0 to the right
+    # of Lk sees none for rows past the end: use Global tokens beyond Lk instead.
+    out, lse = attnkit.attention(attnkit.SlidingWindow(0, 0), q[:, :, :4], k[:, :, :2], v[:, :, :2], lse=True)
+    assert np.all(out[:, :, 2:] == 0) and np.all(np.isneginf(lse[:, :, 2:]))
+    assert not np.any(np.isnan(out))
+
+
+def test_float16_numpy_calls(rng):
+    q, k, v = qkv(rng, dtype=np.float16)
+    out = attnkit.attention(attnkit.SlidingWindow.symmetric(6), q, k, v)
+    assert out.dtype == np.float16
+    expected, _ = dense_attention(q, k, v, window_mask(4, 67, 67, 6, 6))
+    bound = 2e-5 * np.abs(v.astype(np.float64)).max() + (1e-4 + 2.0**-11) * np.abs(expected)
+    assert np.all(np.abs(out.astype(np.float64) - expected) <= bound)
+    widened = np.zeros((2, 4, 67, 8), np.float32)
+    attnkit.attention(attnkit.SlidingWindow.symmetric(6), q, k, v, out=widened)
+    assert_float_close(widened, expected, v)
+
+
+def test_dispatch_targets(rng):
+    targets = attnkit.dispatch.supported_simd_targets()
+    assert attnkit.dispatch.SimdTarget.sse2 in targets
+    assert attnkit.dispatch.simd_target() == targets[-1]
+    q, k, v = qkv(rng)
+    results = []
+    try:
+        for target in targets:
+            attnkit.dispatch.set_simd_target(target)
+            results.append(attnkit.dispatch.attention(attnkit.Full(causal=True), q, k, v))
+    finally:
+        attnkit.dispatch.set_simd_target(targets[-1])
+    expected, _ = dense_attention(q, k, v, full_mask(4, 67, 67, causal=True))
+    for result in results:
+        assert_float_close(result, expected, v)
+    with pytest.raises(ValueError, match="combinations run attnkit.attention"):
+        attnkit.dispatch.attention(attnkit.Union(attnkit.SlidingWindow(1, 1), attnkit.Global([0])), q, k, v)
