@@ -27,9 +27,17 @@ def cpu_model():
 
 
 def torch_blas():
-    config = torch.__config__.show()
-    found = re.search(r"BLAS_INFO=([^,\s]+)", config)
-    return found.group(1) if found else "unknown"
+    """The BLAS library the process has loaded after a matmul (Debian's torch calls the system
+    libblas.so.3, whichever alternative it points to: reference BLAS, OpenBLAS, BLIS, MKL)."""
+    torch.ones(64, 64) @ torch.ones(64, 64)
+    libraries = set()
+    for line in open("/proc/self/maps"):
+        path = line.split()[-1]
+        if re.search(r"(blas|blis|mkl)[^/]*\.so", path):
+            libraries.add(path)
+    config = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
+    built = config.group(1) if config else "unknown"
+    return f"built with {built}, loaded: {', '.join(sorted(libraries)) or 'none found'}"
 
 
 def timed(call):
