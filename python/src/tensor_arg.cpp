@@ -1,5 +1,7 @@
 #include <sstream>
 
+#include "torch_bridge.hpp"
+
 #include <pybind11/stl.h>
 
 #include "tensor_arg.hpp"
@@ -33,6 +35,24 @@ const Torch& torch_module() {
   if (const Torch* torch = torch_if_loaded()) return *torch;
   py::module_::import("torch");
   return *torch_if_loaded();
+}
+
+/// attnkit._torch_tensors' bridge, imported once torch is loaded; nullptr when the companion
+/// was not built (no libtorch headers), then tensors are read through their attributes.
+const TorchBridge* torch_bridge() {
+  static const TorchBridge* bridge = nullptr;
+  static bool tried = false;
+  if (!tried && torch_if_loaded() != nullptr) {
+    tried = true;
+    // PyCapsule_Import would import only the package, not the submodule holding the capsule.
+    PyObject* companion = PyImport_ImportModule(kTorchBridgeModule);
+    PyObject* capsule = companion != nullptr ? PyObject_GetAttrString(companion, "bridge") : nullptr;
+    if (capsule != nullptr) bridge = static_cast<const TorchBridge*>(PyCapsule_GetPointer(capsule, kTorchBridgeCapsule));
+    Py_XDECREF(capsule);
+    Py_XDECREF(companion);
+    if (bridge == nullptr) PyErr_Clear();
+  }
+  return bridge;
 }
 
 bool is_torch_tensor(py::handle object) {
@@ -183,12 +203,30 @@ bool is_tensor(py::handle object) { return py::isinstance<py::array>(object) || 
 
 TensorArg tensor_arg(py::handle object, std::string_view name) {
   if (py::isinstance<py::array>(object)) return numpy_arg(object, name);
+  if (const TorchBridge* bridge = torch_bridge()) {
+    TorchTensorFacts facts;
+    if (bridge->describe(object.ptr(), &facts) == 1 && facts.cpu && facts.dtype >= 0) {
+      TensorArg arg;
+      arg.name = name;
+      arg.library = Library::kTorch;
+      arg.dtype = static_cast<DType>(facts.dtype);
+      arg.data = facts.data;
+      arg.sizes.assign(facts.sizes, facts.sizes + facts.dims);
+      arg.strides.assign(facts.strides, facts.strides + facts.dims);
+      return arg;
+    }  // else torch_arg reads it through Python, which words the error
+  }
   if (is_torch_tensor(object)) return torch_arg(object, name);
   detail::reject(name, describe(object), "must be a NumPy array or a torch tensor");
 }
 
 py::object allocate(Library library, DType dtype, const std::vector<index_t>& sizes) {
   if (library == Library::kTorch) {
+    if (const TorchBridge* bridge = torch_bridge()) {
+      PyObject* tensor = bridge->empty(sizes.data(), static_cast<int>(sizes.size()), static_cast<int>(dtype));
+      if (tensor == nullptr) throw py::error_already_set();
+      return py::reinterpret_steal<py::object>(tensor);
+    }
     const Torch& torch = torch_module();
     return torch.empty(py::cast(sizes), py::arg("dtype") = torch.dtypes[static_cast<std::size_t>(dtype)]);
   }
