@@ -10,6 +10,7 @@
 #include "attnkit/dispatch.hpp"
 #include "bindings.hpp"
 #include "call_views.hpp"
+#include "decode_call.hpp"
 
 namespace attnkit::python {
 
@@ -35,10 +36,12 @@ PreparedCall prepare(py::handle q_object, py::handle k_object, py::handle v_obje
   views.q.require_dims(4, "[B, Hq, Lq, D]");
   views.k.require_dims(4, "[B, Hk, Lk, D]");
   views.v.require_dims(4, "[B, Hk, Lk, Dv]");
+  if (!is_floating(views.q.dtype)) {
+    detail::reject("q.dtype", dtype_name(views.q.dtype), "must be float32, float64, bfloat16 or float16");
+  }
   const std::string same = "must equal q.dtype = " + std::string(dtype_name(views.q.dtype));
   views.k.require_dtype(views.q.dtype, same);
   views.v.require_dtype(views.q.dtype, same);
-  if (views.q.dtype == DType::kInt32) detail::reject("q.dtype", "int32", "must be a floating-point type");
   const DType compute =
       views.q.dtype == DType::kFloat64 || outputs == Outputs::kReference ? DType::kFloat64 : DType::kFloat32;
   const DType out_default = outputs == Outputs::kReference ? DType::kFloat64 : views.q.dtype;
@@ -113,7 +116,10 @@ constexpr const char* kAttentionDoc =
     "[B, Hq, Lq, Dv] (q's dtype, allocated by q's library; or `out`, written in place: q's dtype or\n"
     "float32 for half q) and, when `lse` is True or an array [B, Hq, Lq] (float32; float64 for\n"
     "float64 calls), (out, lse). scale: logit scale (1/sqrt(D)); threads: 0 = OpenMP's default;\n"
-    "key_lengths: per-batch key padding (Linformer). Inputs are never copied; the GIL is released.";
+    "key_lengths: per-batch key padding (Linformer). Inputs are never copied; the GIL is released.\n\n"
+    "attention(pattern, q, cache, *, out=None, lse=None, scale=None, threads=0): decode over an attnkit.KvCache or\n"
+    "PagedKvCache: q [B, Hq, Lq, D] (Lq 1 ... 64; float32, bfloat16, float16) at each sequence's last Lq positions;\n"
+    "out of q's dtype or float32, lse float32.";
 
 }  // namespace
 
@@ -122,6 +128,13 @@ void bind_attention(py::module_& m) {
       "attention",
       [](py::handle pattern, py::handle q, py::handle k, py::handle v, py::object out, py::object lse,
          std::optional<double> scale, int threads, py::handle key_lengths) {
+        if (is_cache(k)) {
+          if (!v.is_none()) detail::reject("v", "given", "must be omitted over a KV cache (the cache holds V)");
+          if (!key_lengths.is_none()) {
+            detail::reject("key_lengths", "given", "must be omitted over a KV cache (the cache's lengths)");
+          }
+          return decode_attention(pattern, q, k, std::move(out), std::move(lse), scale, threads);
+        }
         const PatternArg held = pattern_arg(pattern);
         const PreparedCall call =
             prepare(q, k, v, std::move(out), std::move(lse), scale, threads, key_lengths, Outputs::kKernel);
@@ -131,8 +144,8 @@ void bind_attention(py::module_& m) {
         }
         return result(call);
       },
-      py::arg("pattern"), py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("out") = py::none(),
-      py::arg("lse") = py::none(), py::arg("scale") = py::none(), py::arg("threads") = 0,
+      py::arg("pattern"), py::arg("q"), py::arg("k"), py::arg("v") = py::none(), py::kw_only(),
+      py::arg("out") = py::none(), py::arg("lse") = py::none(), py::arg("scale") = py::none(), py::arg("threads") = 0,
       py::arg("key_lengths") = py::none(), kAttentionDoc);
 
   m.def(

@@ -9,5 +9,6 @@ namespace attnkit::python {
 void bind_patterns(pybind11::module_& m);          // patterns.cpp: shapes, mask kinds, combinations, Schedule
 void bind_projection_kinds(pybind11::module_& m);  // projection_kinds.cpp: Linformer, Lsh, KernelizedRpe
 void bind_attention(pybind11::module_& m);         // attention.cpp: attention, reference, dispatch
+void bind_decode(pybind11::module_& m);            // decode.cpp: KV caches, append, decode
 
 }  // namespace attnkit::python

@@ -14,6 +14,7 @@ PYBIND11_MODULE(_attnkit, m) {
   attnkit::python::bind_patterns(m);
   attnkit::python::bind_projection_kinds(m);
   attnkit::python::bind_attention(m);
+  attnkit::python::bind_decode(m);
   py::list names;
   for (std::string_view name : attnkit::Kinds::names) names.append(py::str(name.data(), name.size()));
   m.attr("kinds") = py::tuple(names);

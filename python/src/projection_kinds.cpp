@@ -93,9 +93,11 @@ py::array_t<std::int32_t> lsh_hash(const Lsh& pattern, py::handle x_object, int 
     case DType::kFloat16:
       return hash(std::type_identity<float16>{});
     case DType::kInt32:
+    case DType::kUInt8:
+    case DType::kInt64:
       break;
   }
-  detail::reject("x.dtype", "int32", "must be float32, float64, bfloat16 or float16");
+  detail::reject("x.dtype", dtype_name(x.dtype), "must be float32, float64, bfloat16 or float16");
 }
 
 LshBuckets lsh_buckets(py::handle buckets) {

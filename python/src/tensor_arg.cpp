@@ -1,10 +1,9 @@
 #include <sstream>
 
-#include "torch_bridge.hpp"
-
 #include <pybind11/stl.h>
 
 #include "tensor_arg.hpp"
+#include "torch_bridge.hpp"
 
 namespace attnkit::python {
 
@@ -15,7 +14,7 @@ namespace {
 struct Torch {
   py::object tensor_type;
   py::object empty;
-  std::array<py::object, 5> dtypes;  // in DType order
+  std::array<py::object, 7> dtypes;  // in DType order
 };
 
 const Torch* torch_if_loaded() {
@@ -27,7 +26,8 @@ const Torch* torch_if_loaded() {
   if (!py::hasattr(m, "Tensor") || !py::hasattr(m, "bfloat16")) return nullptr;  // torch is still importing
   torch = new Torch{m.attr("Tensor"),
                     m.attr("empty"),
-                    {m.attr("float32"), m.attr("float64"), m.attr("bfloat16"), m.attr("float16"), m.attr("int32")}};
+                    {m.attr("float32"), m.attr("float64"), m.attr("bfloat16"), m.attr("float16"), m.attr("int32"),
+                     m.attr("uint8"), m.attr("int64")}};
   return torch;
 }
 
@@ -47,7 +47,8 @@ const TorchBridge* torch_bridge() {
     // PyCapsule_Import would import only the package, not the submodule holding the capsule.
     PyObject* companion = PyImport_ImportModule(kTorchBridgeModule);
     PyObject* capsule = companion != nullptr ? PyObject_GetAttrString(companion, "bridge") : nullptr;
-    if (capsule != nullptr) bridge = static_cast<const TorchBridge*>(PyCapsule_GetPointer(capsule, kTorchBridgeCapsule));
+    if (capsule != nullptr)
+      bridge = static_cast<const TorchBridge*>(PyCapsule_GetPointer(capsule, kTorchBridgeCapsule));
     Py_XDECREF(capsule);
     Py_XDECREF(companion);
     if (bridge == nullptr) PyErr_Clear();
@@ -81,9 +82,13 @@ TensorArg numpy_arg(py::handle object, std::string_view name) {
     arg.dtype = DType::kFloat16;
   } else if (descr->kind == 'i' && size == 4) {
     arg.dtype = DType::kInt32;
+  } else if (descr->kind == 'u' && size == 1) {
+    arg.dtype = DType::kUInt8;
+  } else if (descr->kind == 'i' && size == 8) {
+    arg.dtype = DType::kInt64;
   } else {
     detail::reject(std::string(name) + ".dtype", std::string(py::str(array.dtype())),
-                   "must be float32, float64 or float16 (int32 for tables)");
+                   "must be float32, float64 or float16 (int32 page tables, int64 lengths, uint8 8-bit blocks)");
   }
   arg.data = const_cast<void*>(array.data());
   arg.writable = array.writeable();
@@ -141,7 +146,8 @@ TensorArg torch_arg(py::handle object, std::string_view name) {
   }
   if (found == torch.dtypes.size()) {
     detail::reject(std::string(name) + ".dtype", std::string(py::str(dtype)),
-                   "must be torch.float32, float64, bfloat16 or float16 (int32 for tables)");
+                   "must be torch.float32, float64, bfloat16 or float16 (int32 page tables, int64 lengths, uint8 "
+                   "8-bit blocks)");
   }
   arg.dtype = static_cast<DType>(found);
   arg.data = PyLong_AsVoidPtr(object.attr(attributes.data_ptr)().ptr());
@@ -164,6 +170,10 @@ std::string_view dtype_name(DType dtype) {
       return "float16";
     case DType::kInt32:
       return "int32";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kInt64:
+      return "int64";
   }
   return "?";
 }
@@ -240,6 +250,10 @@ py::object allocate(Library library, DType dtype, const std::vector<index_t>& si
       return py::array(py::dtype("float16"), shape);
     case DType::kInt32:
       return py::array_t<std::int32_t>(shape);
+    case DType::kUInt8:
+      return py::array_t<std::uint8_t>(shape);
+    case DType::kInt64:
+      return py::array_t<std::int64_t>(shape);
     case DType::kBFloat16:
       break;
   }

@@ -24,10 +24,16 @@ namespace attnkit::python {
 
 namespace py = pybind11;
 
-/// The element types the module accepts (NumPy has no bfloat16).
-enum class DType { kFloat32, kFloat64, kBFloat16, kFloat16, kInt32 };
+/// The element types the module accepts (NumPy has no bfloat16): floating-point tensors,
+/// int32 page tables, uint8 bytes of 8-bit cache blocks, int64 cache lengths.
+enum class DType { kFloat32, kFloat64, kBFloat16, kFloat16, kInt32, kUInt8, kInt64 };
 
 std::string_view dtype_name(DType dtype);
+
+/// float32, float64, bfloat16 or float16.
+constexpr bool is_floating(DType dtype) {
+  return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kBFloat16 || dtype == DType::kFloat16;
+}
 
 template <class T>
 constexpr DType dtype_of() {
@@ -36,6 +42,8 @@ constexpr DType dtype_of() {
   if constexpr (std::is_same_v<T, bfloat16>) return DType::kBFloat16;
   if constexpr (std::is_same_v<T, float16>) return DType::kFloat16;
   if constexpr (std::is_same_v<T, std::int32_t>) return DType::kInt32;
+  if constexpr (std::is_same_v<T, std::uint8_t>) return DType::kUInt8;
+  if constexpr (std::is_same_v<T, std::int64_t>) return DType::kInt64;
 }
 
 /// Which library the object came from (outputs are allocated by the same one).

@@ -7,9 +7,9 @@
 // first time a torch tensor is seen (torch is loaded by then). Without it, tensor_arg.cpp reads
 // the attributes.
 
-#include <Python.h>
-
 #include <cstdint>
+
+#include <Python.h>
 
 namespace attnkit::python {
 

@@ -66,7 +66,7 @@ def test_torch_errors(rng):
     out = torch.full((2, 4, 67, 8), 3.0)
     with pytest.raises(ValueError, match="k.dtype = bfloat16: must equal q.dtype = float32"):
         attnkit.attention(attnkit.Full(), q, k.bfloat16(), v, out=out)
-    with pytest.raises(ValueError, match="q.dtype = torch.int64"):
+    with pytest.raises(ValueError, match="q.dtype = int64: must be float32, float64, bfloat16 or float16"):
         attnkit.attention(attnkit.Full(), q.long(), k, v, out=out)
     with pytest.raises(ValueError, match="out.dtype = bfloat16"):
         attnkit.attention(attnkit.Full(), q, k, v, out=out.bfloat16())
