@@ -151,7 +151,8 @@ void bind_linformer(py::module_& m) {
 void bind_lsh(py::module_& m) {
   py::class_<Lsh> lsh(m, "Lsh", "Reformer's shared-QK LSH attention: attention(lsh, x, x, v).");
   lsh.def(py::init([](index_t chunk, index_t rounds, py::handle buckets, index_t before, index_t after, bool causal,
-                      std::uint64_t seed, std::uint64_t layer, index_t max_positions, py::handle rotations) {
+                      std::uint64_t seed, std::uint64_t layer, index_t max_positions, py::handle rotations,
+                      double key_epsilon) {
             Lsh p;
             p.chunk = chunk;
             p.rounds = rounds;
@@ -163,12 +164,14 @@ void bind_lsh(py::module_& m) {
             p.layer = layer;
             p.max_positions = max_positions;
             if (!rotations.is_none()) p.rotations = float_values(rotations, "Lsh: rotations");
+            p.key_epsilon = key_epsilon;
             return p;
           }),
           py::kw_only(), py::arg("chunk") = 64, py::arg("rounds") = 1, py::arg("buckets") = 0, py::arg("before") = 1,
           py::arg("after") = 0, py::arg("causal") = false, py::arg("seed") = 0, py::arg("layer") = 0,
-          py::arg("max_positions") = 0, py::arg("rotations") = py::none(),
-          "buckets: 0 (HF's automatic rule), a count, or [f1, f2]; rotations: HF's random_rotations [H, D, R, columns]")
+          py::arg("max_positions") = 0, py::arg("rotations") = py::none(), py::arg("key_epsilon") = 0.0,
+          "buckets: 0 (HF's automatic rule), a count, or [f1, f2]; rotations: HF's random_rotations [H, D, R, columns]; "
+          "key_epsilon: keys x / sqrt(|x|^2 + D key_epsilon), 1e-6 for HF/trax checkpoints (with scale=1)")
       .def_readonly("chunk", &Lsh::chunk)
       .def_readonly("rounds", &Lsh::rounds)
       .def_readonly("before", &Lsh::before)
@@ -177,6 +180,7 @@ void bind_lsh(py::module_& m) {
       .def_readonly("seed", &Lsh::seed)
       .def_readonly("layer", &Lsh::layer)
       .def_readonly("max_positions", &Lsh::max_positions)
+      .def_readonly("key_epsilon", &Lsh::key_epsilon)
       .def("bucket_factors", &Lsh::bucket_factors, py::arg("n"))
       .def(
           "rotation",

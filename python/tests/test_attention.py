@@ -212,3 +212,20 @@ def test_dispatch_targets(rng):
         assert_float_close(result, expected, v)
     with pytest.raises(ValueError, match="combinations run attnkit.attention"):
         attnkit.dispatch.attention(attnkit.Union(attnkit.SlidingWindow(1, 1), attnkit.Global([0])), q, k, v)
+
+
+def test_lsh_key_epsilon_normalises_keys_as_hugging_face(rng):
+    # HF/trax: keys x / sqrt(|x|^2 + D 1e-6), no further scale; n <= chunk is one chunk of full
+    # shared-QK attention with -1e5 at the query's own key (SPEC.md section 7).
+    x = 1e-3 * rng.standard_normal((1, 2, 40, 8))
+    v = rng.standard_normal((1, 2, 40, 4))
+    keys = x / np.sqrt((x**2).sum(-1, keepdims=True) + 8 * 1e-6)
+    logits = np.einsum("bhid,bhjd->bhij", x, keys) - 1e5 * np.eye(40)
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    expected = weights @ v / weights.sum(-1, keepdims=True)
+    hf = attnkit.Lsh(key_epsilon=1e-6)
+    np.testing.assert_allclose(attnkit.attention(hf, x, x, v, scale=1.0), expected, rtol=1e-10, atol=1e-12)
+    unit = attnkit.attention(attnkit.Lsh(), x, x, v, scale=1.0)
+    assert np.abs(unit - expected).max() > 1e-6
+    with pytest.raises(ValueError, match="Lsh.key_epsilon = -1"):
+        attnkit.attention(attnkit.Lsh(key_epsilon=-1.0), x, x, v)

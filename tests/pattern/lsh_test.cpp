@@ -290,6 +290,37 @@ TEST(Lsh, ShortSequencesAreOneRoundOfFullAttention) {
     }
 }
 
+/// HF's and trax's keys x / sqrt(||x||^2 + D 1e-6) (key_epsilon = 1e-6, Options::scale = 1 as
+/// for their checkpoints) against the dense sum written here, on rows small enough for the
+/// epsilon to matter; the unit keys of key_epsilon = 0 give another result.
+TEST(Lsh, KeyEpsilonNormalisesKeysAsHuggingFace) {
+  const index_t n = 40, dim = 8;
+  auto p = lsh_problem<double>(1, 1, n, dim, 4, InputSet::kNormal, 21);
+  for (double& x : p.q.data) x *= 1e-3;  // ||x||^2 about 8e-6, D 1e-6 = 8e-6
+  Lsh hf;
+  hf.key_epsilon = 1e-6;
+  Tensor<double> out(1, 1, n, 4, Layout::kBHLD), unit = out;
+  attention(hf, p.q.cview(), p.q.cview(), p.v.cview(), out.view, Options{.scale = 1});
+  attention(Lsh{}, p.q.cview(), p.q.cview(), p.v.cview(), unit.view, Options{.scale = 1});
+  double largest_change = 0;
+  for (index_t i = 0; i < n; ++i) {
+    double z = 0, o0 = 0;
+    for (index_t j = 0; j < n; ++j) {
+      double dot = 0, squares = dim * 1e-6;
+      for (index_t d = 0; d < dim; ++d) {
+        dot += p.q.view(0, 0, i, d) * p.q.view(0, 0, j, d);
+        squares += p.q.view(0, 0, j, d) * p.q.view(0, 0, j, d);
+      }
+      const double w = std::exp(dot / std::sqrt(squares) + (i == j ? -1e5 : 0.0));
+      z += w;
+      o0 += w * p.v.view(0, 0, j, 0);
+    }
+    EXPECT_NEAR(out.at(0, 0, i, 0), o0 / z, 1e-12);
+    largest_change = std::max(largest_change, std::abs(unit.at(0, 0, i, 0) - out.at(0, 0, i, 0)));
+  }
+  EXPECT_GT(largest_change, 1e-6);
+}
+
 /// Hashing in float and double agree except where the argmax is within rounding of a tie,
 /// and both follow the definition (argmax over [y, -y] per factor, first factor least
 /// significant) computed here in double from the inspectable rotation.
@@ -544,6 +575,7 @@ TEST(Lsh, RejectsBadInput) {
   expect_rejected(Lsh{.after = -2}, x, v, "Lsh.after = -2");
   expect_rejected(Lsh{.max_positions = -1}, x, v, "Lsh.max_positions");
   expect_rejected(Lsh{.rotations = {1.0f, 2.0f}}, x, v, "Lsh.rotations.size() = 2");
+  expect_rejected(Lsh{.key_epsilon = -1e-6}, x, v, "Lsh.key_epsilon = -1e-06");
   expect_rejected(Lsh{}, other.q.cview(), v, "k = another view than q");
   expect_rejected(Lsh{}, longer.q.cview(), longer.v.cview(), "k.sizes[seq] = 120");
   expect_rejected(Lsh{}, x, v, "key_lengths", Options{.key_lengths = {50}});

@@ -164,16 +164,18 @@ class LshHasher {
   index_t heads_;
 };
 
-/// norms[i] = ||x_i|| and inverse[i] = 1 / ||x_i|| for rows [first, last): the scale of the
-/// unit-normalised key k_i = x_i / ||x_i|| and the factor that turns it back into the query
-/// x_i. A zero row (SPEC.md step 4's guard), or one whose squared norm overflows T (entries
-/// near sqrt of T's largest value), gets 0 for both: a zero key and a zero query. x holds T or
-/// a half type (widened exactly).
+/// norms[i] = sqrt(||x_i||^2 + offset) and inverse[i] = 1 / norms[i] for rows [first, last):
+/// the scale of the normalised key k_i = x_i / norms[i] (offset 0: unit keys; D 1e-6: HF's)
+/// and the factor that turns it back into the query x_i. A zero row with offset 0 (SPEC.md
+/// step 4's guard), or one whose squared norm overflows T (entries near sqrt of T's largest
+/// value), gets 0 for both: a zero key and a zero query. x holds T or a half type (widened
+/// exactly).
 template <class T, class S>
-void row_norms(const S* x, index_t x_stride, index_t first, index_t last, index_t dim, T* norms, T* inverse) {
+void row_norms(const S* x, index_t x_stride, index_t first, index_t last, index_t dim, T offset, T* norms,
+               T* inverse) {
   for (index_t i = first; i < last; ++i) {
     const S* row = x + i * x_stride;
-    T squares = 0;
+    T squares = offset;
     for (index_t d = 0; d < dim; ++d) squares += widen(row[d]) * widen(row[d]);
     const bool usable = squares > T(0) && squares <= std::numeric_limits<T>::max();
     norms[i] = usable ? std::sqrt(squares) : T(0);

@@ -43,11 +43,13 @@ struct LshGeometry {
   index_t before = 0;
   index_t after = 0;
   bool causal = false;
-  bool hashed = true;  // false under the n <= c rule
+  bool hashed = true;        // false under the n <= c rule
+  double key_epsilon = 0.0;  // keys x / sqrt(||x||^2 + D key_epsilon)
 
-  static LshGeometry of(index_t n, index_t chunk, index_t rounds, index_t before, index_t after, bool causal) {
-    if (n <= chunk) return LshGeometry{n, std::max<index_t>(n, 1), n > 0 ? 1 : 0, 1, 0, 0, causal, false};
-    return LshGeometry{n, chunk, attnkit::detail::ceil_div(n, chunk), rounds, before, after, causal, true};
+  static LshGeometry of(index_t n, index_t chunk, index_t rounds, index_t before, index_t after, bool causal,
+                        double key_epsilon) {
+    if (n <= chunk) return LshGeometry{n, std::max<index_t>(n, 1), n > 0 ? 1 : 0, 1, 0, 0, causal, false, key_epsilon};
+    return LshGeometry{n, chunk, attnkit::detail::ceil_div(n, chunk), rounds, before, after, causal, true, key_epsilon};
   }
   index_t padded() const { return chunks * chunk; }  // slots per round
   index_t window() const { return before + 1 + after; }
@@ -310,7 +312,8 @@ class LshPlan {
           team.for_each_static(blocks, [&](index_t block) {
             if (g_.hashed) hasher.hash_block(x, x_stride, n, h, block, ids);
             const index_t first = block * kHashRows;
-            row_norms<T>(x, x_stride, first, std::min(n, first + kHashRows), shape.head_dim, norms, norms_inverse);
+            row_norms<T>(x, x_stride, first, std::min(n, first + kHashRows), shape.head_dim,
+                         static_cast<T>(static_cast<double>(shape.head_dim) * g_.key_epsilon), norms, norms_inverse);
           });
           mark(&LshPhaseTimes::hashing);
           if (g_.hashed) {

@@ -83,7 +83,8 @@ class LshBucketIds {
 /// as q. Per (batch, head) each of `rounds` hash rounds sorts the n rows by bucket, cuts the
 /// R n sorted occurrences into chunks of `chunk`, and every occurrence attends its chunk and
 /// `before` / `after` neighbouring chunks (circularly over all rounds); logits are
-/// sigma <x_i, x_j / ||x_j||> (sigma = Options::scale, default 1/sqrt(D)) with -1e5 added at
+/// sigma <x_i, k_j>, k_j = x_j / sqrt(||x_j||^2 + D key_epsilon) (sigma = Options::scale, default
+/// 1/sqrt(D); key_epsilon 0: the unit keys x_j / ||x_j|| of the paper) with -1e5 added at
 /// the query's own row, causal keys after the query excluded, and the rounds merged by their
 /// log-sum-exp: one softmax with mu_ij = sum_r M_r[i][j] (SPEC.md section 7). n <= chunk is
 /// one round of full shared-QK attention with the self penalty.
@@ -97,6 +98,9 @@ class LshBucketIds {
 ///   seed, layer: key the rotations' generator; rotations: empty (drawn: N(0, 1) entries from
 ///     kernel::rotation_entry, keyed by seed, layer, head and round), or given floats
 ///     [P][D][R][columns] (HF's random_rotations layout; P = 1 shared, or one per head).
+///   key_epsilon (0): HF's and trax's key normalisation is x / sqrt(||x||^2 + D 1e-6) (their
+///     _len_and_dim_norm with epsilon 1e-6): key_epsilon = 1e-6 reproduces it, where 0 differs
+///     by a relative D 1e-6 / ||x||^2 (1.6e-6 in float64 on their test inputs).
 /// Honest limits: Lq = Lk = n < 2^31; no key padding (Options::key_lengths) and no GQA; a row
 /// whose squared norm is 0, NaN or beyond T's range acts as a zero vector (key and query).
 /// HF and trax checkpoints: they scale keys to x / sqrt(||x||^2 + D 1e-6) and use no further
@@ -112,6 +116,7 @@ struct Lsh {
   std::uint64_t layer = 0;
   index_t max_positions = 0;
   std::vector<float> rotations{};
+  double key_epsilon = 0.0;
 
   /// The call's bucket factors for sequence length n (the automatic rule resolved).
   std::vector<index_t> bucket_factors(index_t n) const {
@@ -182,6 +187,9 @@ struct Lsh {
     if (after < 0 || after > kMaxCount)
       detail::reject("Lsh.after", after, "must lie in [0, 2^20] (chunks attended after a slot's own)");
     if (max_positions < 0) detail::reject("Lsh.max_positions", max_positions, "must be >= 0 (0 = the call's n)");
+    if (!(key_epsilon >= 0.0 && key_epsilon <= 1.0)) {
+      detail::reject("Lsh.key_epsilon", key_epsilon, "must lie in [0, 1] (keys x / sqrt(||x||^2 + D key_epsilon))");
+    }
     index_t total = 1;
     for (index_t f : buckets.factors()) {
       if (f < 2 || f % 2 != 0) {
@@ -252,7 +260,7 @@ struct Lsh {
   }
 
   kernel::LshGeometry geometry(index_t n) const {
-    return kernel::LshGeometry::of(n, chunk, rounds, before, after, causal);
+    return kernel::LshGeometry::of(n, chunk, rounds, before, after, causal, key_epsilon);
   }
 
  private:

@@ -93,7 +93,8 @@ void lsh_attention(const Lsh& lsh, const LshBucketIds& ids, const TensorView<con
   for (index_t b = 0; b < shape.batch; ++b) {
     for (index_t h = 0; h < shape.q_heads; ++h) {
       for (index_t j = 0; j < n; ++j) {
-        Acc squares = 0;
+        // SPEC.md section 7: k_j = x_j / sqrt(||x_j||^2 + D key_epsilon).
+        Acc squares = static_cast<Acc>(dim) * static_cast<Acc>(lsh.key_epsilon);
         for (index_t d = 0; d < dim; ++d) squares += static_cast<Acc>(q(b, h, j, d)) * static_cast<Acc>(q(b, h, j, d));
         const Acc inverse = squares > 0 ? Acc(1) / std::sqrt(squares) : Acc(0);
         for (index_t d = 0; d < dim; ++d)
