@@ -247,8 +247,23 @@ void bind_block_kinds(py::module_& m) {
   big_bird
       .def(py::init<index_t, index_t, std::uint64_t, std::uint64_t>(), py::arg("block_size") = 64,
            py::arg("random_blocks") = 3, py::arg("seed") = 0, py::arg("layer") = 0)
+      .def_static(
+          "from_table",
+          [](index_t block_size, py::handle table) {
+            const auto entries = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(table);
+            if (!entries || entries.ndim() != 3) {
+              detail::reject("BigBird.from_table: table", type_name(table),
+                             "must be an integer array [heads, blocks - 2, r] (HF's rand_attn)");
+            }
+            return BigBird::from_table(block_size, entries.shape(1) + 2, entries.shape(0),
+                                       std::vector<index_t>(entries.data(), entries.data() + entries.size()));
+          },
+          py::arg("block_size"), py::arg("table"),
+          "BigBird whose random blocks are given: HF's rand_attn [heads, blocks - 2, r] (rows of blocks 1 .. "
+          "blocks - 2); an entry naming a window or global block adds nothing (each key counts once)")
       .def_property_readonly("block_size", &BigBird::block_size)
       .def_property_readonly("random_blocks", &BigBird::random_blocks)
+      .def_property_readonly("has_given_table", &BigBird::has_given_table)
       .def(
           "random_table",
           [](const BigBird& p, index_t heads, index_t blocks) {

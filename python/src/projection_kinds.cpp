@@ -150,28 +150,29 @@ void bind_linformer(py::module_& m) {
 
 void bind_lsh(py::module_& m) {
   py::class_<Lsh> lsh(m, "Lsh", "Reformer's shared-QK LSH attention: attention(lsh, x, x, v).");
-  lsh.def(py::init([](index_t chunk, index_t rounds, py::handle buckets, index_t before, index_t after, bool causal,
-                      std::uint64_t seed, std::uint64_t layer, index_t max_positions, py::handle rotations,
-                      double key_epsilon) {
-            Lsh p;
-            p.chunk = chunk;
-            p.rounds = rounds;
-            p.buckets = lsh_buckets(buckets);
-            p.before = before;
-            p.after = after;
-            p.causal = causal;
-            p.seed = seed;
-            p.layer = layer;
-            p.max_positions = max_positions;
-            if (!rotations.is_none()) p.rotations = float_values(rotations, "Lsh: rotations");
-            p.key_epsilon = key_epsilon;
-            return p;
-          }),
-          py::kw_only(), py::arg("chunk") = 64, py::arg("rounds") = 1, py::arg("buckets") = 0, py::arg("before") = 1,
-          py::arg("after") = 0, py::arg("causal") = false, py::arg("seed") = 0, py::arg("layer") = 0,
-          py::arg("max_positions") = 0, py::arg("rotations") = py::none(), py::arg("key_epsilon") = 0.0,
-          "buckets: 0 (HF's automatic rule), a count, or [f1, f2]; rotations: HF's random_rotations [H, D, R, columns]; "
-          "key_epsilon: keys x / sqrt(|x|^2 + D key_epsilon), 1e-6 for HF/trax checkpoints (with scale=1)")
+  lsh.def(
+         py::init([](index_t chunk, index_t rounds, py::handle buckets, index_t before, index_t after, bool causal,
+                     std::uint64_t seed, std::uint64_t layer, index_t max_positions, py::handle rotations,
+                     double key_epsilon) {
+           Lsh p;
+           p.chunk = chunk;
+           p.rounds = rounds;
+           p.buckets = lsh_buckets(buckets);
+           p.before = before;
+           p.after = after;
+           p.causal = causal;
+           p.seed = seed;
+           p.layer = layer;
+           p.max_positions = max_positions;
+           if (!rotations.is_none()) p.rotations = float_values(rotations, "Lsh: rotations");
+           p.key_epsilon = key_epsilon;
+           return p;
+         }),
+         py::kw_only(), py::arg("chunk") = 64, py::arg("rounds") = 1, py::arg("buckets") = 0, py::arg("before") = 1,
+         py::arg("after") = 0, py::arg("causal") = false, py::arg("seed") = 0, py::arg("layer") = 0,
+         py::arg("max_positions") = 0, py::arg("rotations") = py::none(), py::arg("key_epsilon") = 0.0,
+         "buckets: 0 (HF's automatic rule), a count, or [f1, f2]; rotations: HF's random_rotations [H, D, R, columns]; "
+         "key_epsilon: keys x / sqrt(|x|^2 + D key_epsilon), 1e-6 for HF/trax checkpoints (with scale=1)")
       .def_readonly("chunk", &Lsh::chunk)
       .def_readonly("rounds", &Lsh::rounds)
       .def_readonly("before", &Lsh::before)

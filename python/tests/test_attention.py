@@ -229,3 +229,24 @@ def test_lsh_key_epsilon_normalises_keys_as_hugging_face(rng):
     assert np.abs(unit - expected).max() > 1e-6
     with pytest.raises(ValueError, match="Lsh.key_epsilon = -1"):
         attnkit.attention(attnkit.Lsh(key_epsilon=-1.0), x, x, v)
+
+
+def test_big_bird_from_a_given_table_counts_each_key_once(rng):
+    # HF's rand_attn [heads, blocks - 2, r]; head 1 holds HF's eval-mode table (all zeros).
+    block, blocks, heads = 8, 6, 2
+    table = np.array([[[4, 2], [5, 0], [1, 5], [1, 2]], np.zeros((4, 2), int)])
+    bird = attnkit.BigBird.from_table(block, table)
+    assert bird.has_given_table and bird.random_blocks == 2
+    allowed = np.zeros((heads, blocks, blocks), bool)
+    allowed[:, [0, blocks - 1], :] = True
+    allowed[:, :, [0, blocks - 1]] = True
+    for h in range(heads):
+        for p in range(1, blocks - 1):
+            allowed[h, p, [p - 1, p, p + 1]] = True
+            allowed[h, p, table[h, p - 1]] = True
+    mask = allowed.repeat(block, 1).repeat(block, 2)  # a key counts once however often it is named
+    q, k, v = qkv(rng, hq=heads, hk=heads, lq=48, lk=48, dtype=np.float64)
+    expected, _ = dense_attention(q, k, v, mask)
+    np.testing.assert_allclose(attnkit.attention(bird, q, k, v), expected, rtol=1e-12, atol=1e-13)
+    with pytest.raises(ValueError, match="blocks of the call = 7"):
+        attnkit.attention(bird, *qkv(rng, hq=heads, hk=heads, lq=56, lk=56))

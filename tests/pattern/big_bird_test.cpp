@@ -96,11 +96,50 @@ TEST(BigBirdLayout, ThreeBlocksOrFewerIsFull) {
   EXPECT_TRUE(all_close(bird, full, Tolerance{1e-6, 1e-5}));
 }
 
+TEST(BigBirdTable, GivenTableIsTheLayoutWithEachKeyOnce) {
+  // b = 1, n = 6 (literal): HF's rand_attn [heads = 2][rows 1 .. 4][r = 2]. Head 0 row 1 names
+  // block 4 and its own window block 2; head 1 names block 0 twice (HF's eval table) and 5.
+  const BigBird pattern = BigBird::from_table(1, 6, 2,
+                                              {4, 2, 5, 0, 1, 5, 1, 2,  //
+                                               0, 0, 0, 5, 4, 4, 2, 2});
+  const BlockSparse layout = pattern.block_sparse(AttentionShape{1, 2, 2, 6, 6, 1, 1});
+  EXPECT_EQ(layout.layouts()[0], BlockLayout::from_rows(6, {{0, 1, 2, 3, 4, 5},
+                                                            {0, 1, 2, 4, 5},
+                                                            {0, 1, 2, 3, 5},
+                                                            {0, 1, 2, 3, 4, 5},
+                                                            {0, 1, 2, 3, 4, 5},
+                                                            {0, 1, 2, 3, 4, 5}}));
+  EXPECT_EQ(
+      layout.layouts()[1],
+      BlockLayout::from_rows(
+          6,
+          {{0, 1, 2, 3, 4, 5}, {0, 1, 2, 5}, {0, 1, 2, 3, 5}, {0, 2, 3, 4, 5}, {0, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5}}));
+  EXPECT_EQ(pattern.random_table(2, 6)[(0 * 6 + 1) * 2], 4);  // the row as used: block 2 dropped, -1 after
+  EXPECT_EQ(pattern.random_table(2, 6)[(0 * 6 + 1) * 2 + 1], -1);
+  EXPECT_EQ(pattern.cost(AttentionShape{1, 2, 2, 6, 6, 1, 1}).attended_pairs,
+            count_mask_pairs(pattern, AttentionShape{1, 2, 2, 6, 6, 1, 1}));
+  expect_matches_reference<float>(BigBird::from_table(16, 6, 1, {5, 3, 1, 4}), AttentionShape{1, 2, 2, 90, 90, 32, 32},
+                                  InputSet::kNormal, 12);
+}
+
 TEST(BigBirdErrors, BadParametersAreRejected) {
   const auto expect_message = [](auto make, const std::string& fragment) { expect_invalid_argument(make, fragment); };
   expect_message([] { return BigBird(0); }, "BigBird: block_size = 0");
   expect_message([] { return BigBird(64, -1); }, "BigBird: random_blocks = -1");
   expect_message([] { return BigBird().cost(AttentionShape{1, 1, 1, 100, 200, 8, 8}); }, "BigBird: q_len = 100");
+  expect_message([] { return BigBird::from_table(4, 5, 1, {1, 2, 3, 4}); }, "BigBird::from_table: table.size() = 4");
+  expect_message([] { return BigBird::from_table(4, 5, 1, {1, 2, 7}); }, "BigBird::from_table: table entry = 7");
+  expect_message([] { return BigBird::from_table(4, 2, 1, {}); }, "BigBird::from_table: blocks = 2");
+  expect_message(
+      [] {
+        return BigBird::from_table(4, 5, 1, {1, 2, 3}).cost(AttentionShape{1, 1, 1, 24, 24, 8, 8});
+      },
+      "BigBird: blocks of the call = 6");
+  expect_message(
+      [] {
+        return BigBird::from_table(4, 5, 2, {1, 2, 3, 1, 2, 3}).cost(AttentionShape{1, 3, 1, 20, 20, 8, 8});
+      },
+      "BigBird: q heads = 3");
 }
 
 TEST(BigBirdCost, AttendedPairsCountTheMask) {

@@ -171,8 +171,7 @@ class LshHasher {
 /// value), gets 0 for both: a zero key and a zero query. x holds T or a half type (widened
 /// exactly).
 template <class T, class S>
-void row_norms(const S* x, index_t x_stride, index_t first, index_t last, index_t dim, T offset, T* norms,
-               T* inverse) {
+void row_norms(const S* x, index_t x_stride, index_t first, index_t last, index_t dim, T offset, T* norms, T* inverse) {
   for (index_t i = first; i < last; ++i) {
     const S* row = x + i * x_stride;
     T squares = offset;
