@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include "attnkit/attention.hpp"
 #include "attnkit/core/call.hpp"
@@ -22,27 +23,10 @@ struct CallViews {
   Options options;
 };
 
-/// f(std::type_identity<E>{}, std::type_identity<Out>{}) for the call's element type E and
-/// output type Out.
+/// with_element_types for the call's q and out (double included).
 template <class F>
 void with_call_types(const CallViews& call, F&& f) {
-  const bool float_out = call.out.dtype == DType::kFloat32;
-  switch (call.q.dtype) {
-    case DType::kFloat32:
-      return f(std::type_identity<float>{}, std::type_identity<float>{});
-    case DType::kFloat64:
-      return f(std::type_identity<double>{}, std::type_identity<double>{});
-    case DType::kBFloat16:
-      if (float_out) return f(std::type_identity<bfloat16>{}, std::type_identity<float>{});
-      return f(std::type_identity<bfloat16>{}, std::type_identity<bfloat16>{});
-    case DType::kFloat16:
-      if (float_out) return f(std::type_identity<float16>{}, std::type_identity<float>{});
-      return f(std::type_identity<float16>{}, std::type_identity<float16>{});
-    case DType::kInt32:
-    case DType::kUInt8:
-    case DType::kInt64:
-      break;
-  }
+  with_element_types<true>(call.q.dtype, call.out.dtype, std::forward<F>(f));
 }
 
 /// attnkit::attention(pattern, q, k, v, out[, lse], options) on the call's views; `pattern` is

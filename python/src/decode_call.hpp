@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <type_traits>
+#include <utility>
 #include <variant>
 
 #include <pybind11/pybind11.h>
@@ -47,22 +48,10 @@ struct DecodeViews {
   Options options;
 };
 
-/// f(std::type_identity<Q>{}, std::type_identity<Out>{}) for the call's q and out types.
+/// with_element_types for the call's q and out (no double: decode takes float and half q).
 template <class F>
 void with_decode_types(const DecodeViews& call, F&& f) {
-  const bool float_out = call.out.dtype == DType::kFloat32;
-  switch (call.q.dtype) {
-    case DType::kFloat32:
-      return f(std::type_identity<float>{}, std::type_identity<float>{});
-    case DType::kBFloat16:
-      if (float_out) return f(std::type_identity<bfloat16>{}, std::type_identity<float>{});
-      return f(std::type_identity<bfloat16>{}, std::type_identity<bfloat16>{});
-    case DType::kFloat16:
-      if (float_out) return f(std::type_identity<float16>{}, std::type_identity<float>{});
-      return f(std::type_identity<float16>{}, std::type_identity<float16>{});
-    default:
-      break;  // refused by decode.cpp's checks
-  }
+  with_element_types<false>(call.q.dtype, call.out.dtype, std::forward<F>(f));
 }
 
 /// attnkit::attention(pattern, q, cache, out[, lse], options) for the module's combinations

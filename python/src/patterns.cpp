@@ -281,48 +281,42 @@ void bind_block_kinds(py::module_& m) {
   add_cost(big_bird);
 }
 
-void bind_combinations(py::module_& m) {
-  py::class_<PyUnion>(m, "Union", "The pairs either pattern attends (see the module's combinations).")
-      .def(py::init([](py::object first, py::object second) {
-             if (auto held = match_operands<UnionKinds>(first, second)) return PyUnion{*held, first, second};
-             if (auto held = match_operands<UnionKinds>(second, first)) return PyUnion{*held, first, second};
-             detail::reject("Union: (first, second)", "(" + type_name(first) + ", " + type_name(second) + ")",
-                            "the Python module compiles Union of SlidingWindow, Dilated, BlockSparse or BigBird "
-                            "with Global (either order); C++ callers can combine any masked patterns");
+/// A two-operand combination's class: `match(a, b)` finds the compiled alternative for the
+/// operands in that order (tried both ways: both combinations are symmetric), `rule` names the
+/// compiled set in the error.
+template <class Combination, class Match>
+void bind_operand_pair(py::module_& m, const char* name, const char* doc, Match match, const char* rule) {
+  const std::string type = name;
+  py::class_<Combination>(m, name, doc)
+      .def(py::init([=](py::object first, py::object second) {
+             if (auto held = match(first, second)) return Combination{*held, first, second};
+             if (auto held = match(second, first)) return Combination{*held, first, second};
+             detail::reject(type + ": (first, second)", "(" + type_name(first) + ", " + type_name(second) + ")", rule);
            }),
            py::arg("first"), py::arg("second"))
-      .def_readonly("first", &PyUnion::first)
-      .def_readonly("second", &PyUnion::second)
+      .def_readonly("first", &Combination::first)
+      .def_readonly("second", &Combination::second)
       .def(
           "cost",
-          [](const PyUnion& p, const AttentionShape& s) {
-            return std::visit([&](const auto& u) { return u.cost(s); }, p.held);
+          [](const Combination& p, const AttentionShape& s) {
+            return std::visit([&](const auto& held) { return held.cost(s); }, p.held);
           },
           py::arg("shape"))
-      .def("__repr__", [](const PyUnion& p) {
-        return "Union(" + std::string(py::repr(p.first)) + ", " + std::string(py::repr(p.second)) + ")";
+      .def("__repr__", [type](const Combination& p) {
+        return type + "(" + std::string(py::repr(p.first)) + ", " + std::string(py::repr(p.second)) + ")";
       });
+}
 
-  py::class_<PyIntersection>(m, "Intersection", "The pairs both patterns attend (see the module's combinations).")
-      .def(py::init([](py::object first, py::object second) {
-             if (auto held = match_intersection(first, second)) return PyIntersection{*held, first, second};
-             if (auto held = match_intersection(second, first)) return PyIntersection{*held, first, second};
-             detail::reject("Intersection: (first, second)", "(" + type_name(first) + ", " + type_name(second) + ")",
-                            "the Python module compiles Intersection of SlidingWindow, Global, BlockSparse, BigBird "
-                            "or Union(SlidingWindow, Global) with Full (either order)");
-           }),
-           py::arg("first"), py::arg("second"))
-      .def_readonly("first", &PyIntersection::first)
-      .def_readonly("second", &PyIntersection::second)
-      .def(
-          "cost",
-          [](const PyIntersection& p, const AttentionShape& s) {
-            return std::visit([&](const auto& u) { return u.cost(s); }, p.held);
-          },
-          py::arg("shape"))
-      .def("__repr__", [](const PyIntersection& p) {
-        return "Intersection(" + std::string(py::repr(p.first)) + ", " + std::string(py::repr(p.second)) + ")";
-      });
+void bind_combinations(py::module_& m) {
+  bind_operand_pair<PyUnion>(
+      m, "Union", "The pairs either pattern attends (see the module's combinations).",
+      [](py::handle a, py::handle b) { return match_operands<UnionKinds>(a, b); },
+      "the Python module compiles Union of SlidingWindow, Dilated, BlockSparse or BigBird with Global (either order); "
+      "C++ callers can combine any masked patterns");
+  bind_operand_pair<PyIntersection>(
+      m, "Intersection", "The pairs both patterns attend (see the module's combinations).", &match_intersection,
+      "the Python module compiles Intersection of SlidingWindow, Global, BlockSparse, BigBird or Union(SlidingWindow, "
+      "Global) with Full (either order)");
 
   py::class_<PyPerHead>(m, "PerHead", "Query head h follows patterns[h].")
       .def(py::init([](py::list patterns) {

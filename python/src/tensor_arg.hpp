@@ -46,6 +46,29 @@ constexpr DType dtype_of() {
   if constexpr (std::is_same_v<T, std::int64_t>) return DType::kInt64;
 }
 
+/// f(std::type_identity<E>{}, std::type_identity<Out>{}) for a call whose q has dtype `q` and
+/// out dtype `out`: E float, double (when kWithDouble), bfloat16 or float16; Out E, or float
+/// for half E with a float32 out. Other dtypes call nothing (the callers refuse them first).
+template <bool kWithDouble, class F>
+void with_element_types(DType q, DType out, F&& f) {
+  const bool float_out = out == DType::kFloat32;
+  switch (q) {
+    case DType::kFloat32:
+      return f(std::type_identity<float>{}, std::type_identity<float>{});
+    case DType::kFloat64:
+      if constexpr (kWithDouble) return f(std::type_identity<double>{}, std::type_identity<double>{});
+      break;
+    case DType::kBFloat16:
+      if (float_out) return f(std::type_identity<bfloat16>{}, std::type_identity<float>{});
+      return f(std::type_identity<bfloat16>{}, std::type_identity<bfloat16>{});
+    case DType::kFloat16:
+      if (float_out) return f(std::type_identity<float16>{}, std::type_identity<float>{});
+      return f(std::type_identity<float16>{}, std::type_identity<float16>{});
+    default:
+      break;
+  }
+}
+
 /// Which library the object came from (outputs are allocated by the same one).
 enum class Library { kNumpy, kTorch };
 
