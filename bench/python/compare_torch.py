@@ -217,9 +217,12 @@ def main():
     parser.add_argument("--pairs", type=int, default=7)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"CPU: {cpu_model()}; torch {torch.__version__} (BLAS: {torch_blas()}, {torch.get_num_threads()} threads); "
+    print(f"CPU: {cpu_model()}; torch {torch.__version__} ({torch.get_num_threads()} threads); "
           f"attnkit dispatch target: {attnkit.dispatch.simd_target().name}")
+    # First, before any torch matmul: afterwards OpenMP's idle workers spin for a while on
+    # the cores these microsecond calls run on.
     overhead(args.threads, 5000)
+    print(f"\ntorch's BLAS: {torch_blas()}")
     large_call(args.n, args.heads, args.dim, args.threads, 2 * args.pairs + 1)
     comparisons(args.n, args.heads, args.dim, args.threads, args.pairs)
 

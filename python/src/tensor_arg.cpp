@@ -10,7 +10,8 @@ namespace attnkit::python {
 namespace {
 
 /// torch's types and dtypes, looked up once torch has been imported by the caller (a tensor
-/// argument cannot exist before); never destroyed (they would outlive the interpreter).
+/// argument cannot exist before); never destroyed (they would outlive the interpreter). This
+/// file's function-local statics are set with the GIL held, which orders them.
 struct Torch {
   py::object tensor_type;
   py::object empty;
@@ -208,8 +209,6 @@ void TensorArg::require_sizes(const std::vector<index_t>& expected, std::string_
     detail::reject(std::string(name) + ".shape", text.str(), rule);
   }
 }
-
-bool is_tensor(py::handle object) { return py::isinstance<py::array>(object) || is_torch_tensor(object); }
 
 TensorArg tensor_arg(py::handle object, std::string_view name) {
   if (py::isinstance<py::array>(object)) return numpy_arg(object, name);

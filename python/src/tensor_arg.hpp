@@ -35,17 +35,6 @@ constexpr bool is_floating(DType dtype) {
   return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kBFloat16 || dtype == DType::kFloat16;
 }
 
-template <class T>
-constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return DType::kFloat32;
-  if constexpr (std::is_same_v<T, double>) return DType::kFloat64;
-  if constexpr (std::is_same_v<T, bfloat16>) return DType::kBFloat16;
-  if constexpr (std::is_same_v<T, float16>) return DType::kFloat16;
-  if constexpr (std::is_same_v<T, std::int32_t>) return DType::kInt32;
-  if constexpr (std::is_same_v<T, std::uint8_t>) return DType::kUInt8;
-  if constexpr (std::is_same_v<T, std::int64_t>) return DType::kInt64;
-}
-
 /// f(std::type_identity<E>{}, std::type_identity<Out>{}) for a call whose q has dtype `q` and
 /// out dtype `out`: E float, double (when kWithDouble), bfloat16 or float16; Out E, or float
 /// for half E with a float32 out. Other dtypes call nothing (the callers refuse them first).
@@ -110,9 +99,6 @@ struct TensorArg {
 /// Reads `object` (a NumPy array or a torch CPU tensor; anything else, a GPU tensor or an
 /// unsupported dtype is an attnkit::invalid_argument naming `name`).
 TensorArg tensor_arg(py::handle object, std::string_view name);
-
-/// True when `object` is a NumPy array or a torch tensor.
-bool is_tensor(py::handle object);
 
 /// A new uninitialised C-contiguous array of `sizes` and `dtype`, from `library` (torch.empty
 /// or numpy.empty).

@@ -285,6 +285,7 @@ void run_case(ByteReader& in, const FuzzKind& kind, const AttentionShape& s, boo
                                              static_cast<double>(s.head_dim), 0.0);
           }
           tolerance.out.rtol += testing::output_rounding<Out>();
+          tolerance.out.atol += testing::output_subnormal_rounding<Out>();
           close = testing::all_close<T>(out_read, ref.view, tolerance.out);
           if (with_lse) lse_close = testing::all_close<T>(lse.view, ref_lse.view, tolerance.lse);
         }

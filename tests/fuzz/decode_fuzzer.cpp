@@ -246,6 +246,7 @@ void run_case(const DecodeCase& c, const P& pattern, bool decodable) {
                                                         std::abs(sigma) * largest_query * cache.largest_key,
                                                         static_cast<double>(c.head_dim), 0.0);
   tolerance.out.rtol += testing::output_rounding<Out>();
+  tolerance.out.atol += testing::output_subnormal_rounding<Out>();
   const auto view = [&](const std::vector<double>& x, index_t dim) {
     return bhld(x.data(), c.batch, c.q_heads, c.q_len, dim);
   };

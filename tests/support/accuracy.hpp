@@ -34,6 +34,20 @@ constexpr double output_rounding() {
   }
 }
 
+/// The absolute error of rounding a subnormal to an output type: half the spacing of its
+/// subnormals, 2^-25 for float16 (outputs below 2^-14 lose relative precision), 2^-134 for
+/// bfloat16, 0 for float and double (SPEC.md section 12).
+template <class Out>
+constexpr double output_subnormal_rounding() {
+  if constexpr (std::is_same_v<Out, bfloat16>) {
+    return 0x1p-134;
+  } else if constexpr (std::is_same_v<Out, float16>) {
+    return 0x1p-25;
+  } else {
+    return 0.0;
+  }
+}
+
 /// max |a - b| over two equally shaped tensors; NaN if either holds a NaN where the other
 /// does not (so a NaN never passes as small).
 template <class T>
