@@ -69,24 +69,15 @@ PageTable page_table(const TensorArg& arg) {
   return PageTable{static_cast<const std::int32_t*>(arg.data), arg.sizes[0], arg.sizes[1], arg.strides[0]};
 }
 
-/// f(std::type_identity<E>{}) for the element type k's dtype names.
+/// f(std::type_identity<E>{}) for the cache element type k's dtype names (v's must equal it).
 template <class F>
 CacheVariant with_cache_element(const TensorArg& k, const TensorArg& v, F&& f) {
   v.require_dtype(k.dtype, "must equal " + std::string(k.name) + ".dtype = " + std::string(dtype_name(k.dtype)));
-  switch (k.dtype) {
-    case DType::kFloat32:
-      return f(std::type_identity<float>{});
-    case DType::kBFloat16:
-      return f(std::type_identity<bfloat16>{});
-    case DType::kFloat16:
-      return f(std::type_identity<float16>{});
-    case DType::kUInt8:
-      return f(std::type_identity<q8_0_block>{});
-    default:
-      break;
-  }
-  detail::reject(std::string(k.name) + ".dtype", dtype_name(k.dtype),
-                 "must be float32, bfloat16, float16 or uint8 (8-bit blocks)");
+  CacheVariant cache;
+  with_dtype<float, bfloat16, float16, q8_0_block>(k.dtype, k.name,
+                                                   "must be float32, bfloat16, float16 or uint8 (8-bit blocks)",
+                                                   [&]<class E>(std::type_identity<E> e) { cache = f(e); });
+  return cache;
 }
 
 index_t value_dim(const CacheVariant& cache) {
@@ -127,17 +118,7 @@ void append_rows(py::handle cache_object, py::handle k_object, py::handle v_obje
     py::gil_scoped_release unlocked;
     std::visit([&](const auto& c) { attnkit::append(c, k.view<const S>(), v.view<const S>()); }, cache);
   };
-  switch (k.dtype) {
-    case DType::kFloat32:
-      return run(std::type_identity<float>{});
-    case DType::kBFloat16:
-      return run(std::type_identity<bfloat16>{});
-    case DType::kFloat16:
-      return run(std::type_identity<float16>{});
-    default:
-      break;
-  }
-  detail::reject("k_new.dtype", dtype_name(k.dtype), "must be float32, bfloat16 or float16");
+  with_dtype<float, bfloat16, float16>(k.dtype, "k_new", "must be float32, bfloat16 or float16", run);
 }
 
 /// reference::attention over the cache in float64 (out and lse float64 NumPy arrays).
@@ -167,19 +148,7 @@ py::object reference_decode(py::handle pattern_object, py::handle q_object, py::
       }
     });
   };
-  switch (q.dtype) {
-    case DType::kFloat32:
-      run(std::type_identity<float>{});
-      break;
-    case DType::kBFloat16:
-      run(std::type_identity<bfloat16>{});
-      break;
-    case DType::kFloat16:
-      run(std::type_identity<float16>{});
-      break;
-    default:
-      detail::reject("q.dtype", dtype_name(q.dtype), "must be float32, bfloat16 or float16 over a KV cache");
-  }
+  with_dtype<float, bfloat16, float16>(q.dtype, "q", "must be float32, bfloat16 or float16 over a KV cache", run);
   if (with_lse) return py::make_tuple(out, lse);
   return out;
 }

@@ -83,21 +83,10 @@ py::array_t<std::int32_t> lsh_hash(const Lsh& pattern, py::handle x_object, int 
     }
     return result;
   };
-  switch (x.dtype) {
-    case DType::kFloat32:
-      return hash(std::type_identity<float>{});
-    case DType::kFloat64:
-      return hash(std::type_identity<double>{});
-    case DType::kBFloat16:
-      return hash(std::type_identity<bfloat16>{});
-    case DType::kFloat16:
-      return hash(std::type_identity<float16>{});
-    case DType::kInt32:
-    case DType::kUInt8:
-    case DType::kInt64:
-      break;
-  }
-  detail::reject("x.dtype", dtype_name(x.dtype), "must be float32, float64, bfloat16 or float16");
+  py::array_t<std::int32_t> result;
+  with_dtype<float, double, bfloat16, float16>(x.dtype, "x", "must be float32, float64, bfloat16 or float16",
+                                               [&](auto type) { result = hash(type); });
+  return result;
 }
 
 LshBuckets lsh_buckets(py::handle buckets) {

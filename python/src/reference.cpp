@@ -18,19 +18,8 @@ void run_reference(const PatternArg& pattern, const CallViews& call) {
         reference::attention(held, q, k, v, out, call.options);
       }
     };
-    switch (call.q.dtype) {
-      case DType::kFloat64:
-        return run(std::type_identity<double>{});
-      case DType::kBFloat16:
-        return run(std::type_identity<bfloat16>{});
-      case DType::kFloat16:
-        return run(std::type_identity<float16>{});
-      case DType::kFloat32:
-      case DType::kInt32:
-      case DType::kUInt8:
-      case DType::kInt64:
-        break;  // refused by the front (attention.cpp)
-    }
+    with_dtype<double, bfloat16, float16>(
+        call.q.dtype, "q", "the reference takes float64, bfloat16 or float16 (widen float32 first)", run);
   });
 }
 

@@ -18,6 +18,7 @@
 #include "attnkit/core/errors.hpp"
 #include "attnkit/core/half.hpp"
 #include "attnkit/core/index.hpp"
+#include "attnkit/core/q8_block.hpp"
 #include "attnkit/core/tensor_view.hpp"
 
 namespace attnkit::python {
@@ -33,6 +34,18 @@ std::string_view dtype_name(DType dtype);
 /// float32, float64, bfloat16 or float16.
 constexpr bool is_floating(DType dtype) {
   return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kBFloat16 || dtype == DType::kFloat16;
+}
+
+/// The dtype of elements of T (8-bit cache blocks are uint8 arrays).
+template <class T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::kFloat32;
+  if constexpr (std::is_same_v<T, double>) return DType::kFloat64;
+  if constexpr (std::is_same_v<T, bfloat16>) return DType::kBFloat16;
+  if constexpr (std::is_same_v<T, float16>) return DType::kFloat16;
+  if constexpr (std::is_same_v<T, std::int32_t>) return DType::kInt32;
+  if constexpr (std::is_same_v<T, q8_0_block>) return DType::kUInt8;
+  if constexpr (std::is_same_v<T, std::int64_t>) return DType::kInt64;
 }
 
 /// f(std::type_identity<E>{}, std::type_identity<Out>{}) for a call whose q has dtype `q` and
@@ -55,6 +68,15 @@ void with_element_types(DType q, DType out, F&& f) {
       return f(std::type_identity<float16>{}, std::type_identity<float16>{});
     default:
       break;
+  }
+}
+
+/// f(std::type_identity<T>{}) for the one T of Ts whose dtype is `dtype`; any other dtype is
+/// an attnkit::invalid_argument "<name>.dtype = <dtype>: <rule>".
+template <class... Ts, class F>
+void with_dtype(DType dtype, std::string_view name, std::string_view rule, F&& f) {
+  if (!((dtype == dtype_of<Ts>() ? (f(std::type_identity<Ts>{}), true) : false) || ...)) {
+    detail::reject(std::string(name) + ".dtype", dtype_name(dtype), rule);
   }
 }
 
