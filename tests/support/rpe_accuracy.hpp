@@ -10,6 +10,7 @@
 
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/tensor_view.hpp"
+#include "attnkit/kernel/random_features.hpp"
 #include "attnkit/kernel/toeplitz_fft.hpp"
 #include "attnkit/pattern/kernelized_rpe.hpp"
 #include "attnkit/reference/kernelized_rpe.hpp"
@@ -24,6 +25,11 @@ namespace attnkit::testing {
 /// largest entries (RpeSums::column_scale, times max|V| for the numerator).
 /// `feature_rounding` is a relative error every weight w_ij may carry on top (the rounding of
 /// the features' exponents when they are large): it adds to atol and to the denominator's rtol.
+/// Underflow: after the stabilisers every feature and every c_t is at most 1, and each may
+/// lose up to the smallest normal of T (a feature, a product of two, c_t), so every weight
+/// carries an absolute error of 4 F min_T (F features), the sums Lk times that (times max|V|
+/// for the numerator); a row whose weights all lie below T's range comes out 0, as an empty
+/// row does (SPEC.md section 9).
 template <class T>
 ::testing::AssertionResult rpe_matches_reference(const KernelizedRpe& rpe, const TensorView<const T>& q,
                                                  const TensorView<const T>& k, const TensorView<const T>& v,
@@ -40,6 +46,8 @@ template <class T>
   const bool fft = rpe.uses_fft(s, std::numeric_limits<T>::epsilon()) && column_relative;
   const double fft_rate = 8 * std::numeric_limits<T>::epsilon() *
                           std::log2(static_cast<double>(kernel::circulant_length(s.q_len, s.kv_len)));
+  const double underflow = 4.0 * static_cast<double>(feature_count(rpe.map, rpe.features)) *
+                           static_cast<double>(s.kv_len) * static_cast<double>(std::numeric_limits<T>::min());
   for (index_t b = 0; b < s.batch; ++b)
     for (index_t h = 0; h < s.q_heads; ++h) {
       const reference::RpeSums<double> sums = reference::kernelized_rpe_sums<double>(rpe, q, k, v, b, h, sigma);
@@ -53,7 +61,8 @@ template <class T>
           const double got = out(b, h, i, d);
           const double bound = den == 0 ? 0.0
                                         : ((atol + feature_rounding) * max_v * size + rtol * std::abs(num) +
-                                           (rtol + feature_rounding) * std::abs(expected) * size) /
+                                           underflow * max_v +
+                                           ((rtol + feature_rounding) * size + underflow) * std::abs(expected)) /
                                               std::abs(den);
           if (!(std::abs(got - expected) <= bound)) {
             return ::testing::AssertionFailure() << "b " << b << " h " << h << " i " << i << " d " << d << ": " << got
