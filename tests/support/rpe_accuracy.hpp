@@ -59,11 +59,11 @@ template <class T>
           const double num = sums.num[static_cast<std::size_t>(i * s.value_dim + d)];
           const double expected = den == 0 ? 0.0 : num / den;
           const double got = out(b, h, i, d);
-          const double bound = den == 0 ? 0.0
-                                        : ((atol + feature_rounding) * max_v * size + rtol * std::abs(num) +
-                                           underflow * max_v +
-                                           ((rtol + feature_rounding) * size + underflow) * std::abs(expected)) /
-                                              std::abs(den);
+          const double bound =
+              den == 0 ? 0.0
+                       : ((atol + feature_rounding) * max_v * size + rtol * std::abs(num) + underflow * max_v +
+                          ((rtol + feature_rounding) * size + underflow) * std::abs(expected)) /
+                             std::abs(den);
           if (!(std::abs(got - expected) <= bound)) {
             return ::testing::AssertionFailure() << "b " << b << " h " << h << " i " << i << " d " << d << ": " << got
                                                  << " vs " << expected << " (bound " << bound << ")";
