@@ -328,6 +328,39 @@ TEST(KernelizedRpe, EmptyCausalRowsGiveZero) {
   }
 }
 
+TEST(KernelizedRpe, SubnormalDenominatorsGiveTheirQuotient) {
+  // One PRF feature w, sigma = 1, causal, two keys: key 1 = w has the largest exponent
+  // |w|^2 / 2, key 0 = -a w / |w| one of 45 less ((|w| + a)^2 / 2 = 45), so after the key
+  // stabiliser phi(k_0) = e^-45; the bias gives c_0 = e^-45 too (b_0 = -45, b_-1 = b_1 = 0).
+  // Row 0 attends key 0 alone: o_0 = v_0 exactly, with den_0 = e^-90 ~ 8e-40, a float
+  // subnormal (each factor normal) whose reciprocal overflows.
+  const index_t dim = 4;
+  const AttentionShape s{1, 1, 1, 2, 2, dim, 3};
+  for (const RpeAlgorithm algorithm : {RpeAlgorithm::kDirect, RpeAlgorithm::kAuto}) {
+    const KernelizedRpe rpe{
+        .features = 1, .bias = RpeBias(1, {0.0f, -45.0f, 0.0f}), .causal = true, .algorithm = algorithm};
+    const std::vector<double> w = rpe.feature_matrix(0, dim);
+    double norm = 0;
+    for (double x : w) norm += x * x;
+    norm = std::sqrt(norm);
+    const double a = std::sqrt(90.0) - norm;
+    ASSERT_GT(a, 0);
+    testing::Problem<float> p = testing::make_problem<float>(s, InputSet::kNormal, 5);
+    for (index_t d = 0; d < dim; ++d) {
+      p.k.view(0, 0, 0, d) = static_cast<float>(-a * w[static_cast<std::size_t>(d)] / norm);
+      p.k.view(0, 0, 1, d) = static_cast<float>(w[static_cast<std::size_t>(d)]);
+    }
+    const Options options{.scale = 1.0};
+    Tensor<float> out(1, 1, 2, 3, Layout::kBHLD);
+    attention(rpe, p.q.cview(), p.k.cview(), p.v.cview(), out.view, options);
+    // num_0 and den_0 are subnormal: each keeps about 20 significant bits.
+    for (index_t d = 0; d < 3; ++d)
+      EXPECT_NEAR(out.view(0, 0, 0, d), p.v.view(0, 0, 0, d), 1e-5 * std::abs(p.v.view(0, 0, 0, d)));
+    EXPECT_TRUE(
+        testing::rpe_matches_reference<float>(rpe, p.q.cview(), p.k.cview(), p.v.cview(), out.cview(), options));
+  }
+}
+
 TEST(KernelizedRpe, BitwiseIdenticalForAnyThreadCount) {
   const AttentionShape s{2, 3, 3, 300, 300, 32, 40};
   const testing::Problem<float> p = testing::make_problem<float>(s, InputSet::kNormal, 4);

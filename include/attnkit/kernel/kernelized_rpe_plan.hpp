@@ -528,9 +528,9 @@ class KernelizedRpePlan {
       T* o = call.out.row(b, h, i);
       if (den[i] == T(0)) {
         std::fill(o, o + s.value_dim, T(0));
-      } else {
-        const T inverse = T(1) / den[i];
-        for (index_t d = 0; d < s.value_dim; ++d) o[d] *= inverse;
+      } else {  // a quotient, not o times 1 / den: a subnormal den has no finite reciprocal
+        const T divisor = den[i];
+        for (index_t d = 0; d < s.value_dim; ++d) o[d] /= divisor;
       }
       if constexpr (!std::is_same_v<Output, T>) simd::narrow_row(o, s.value_dim, result.row(b, h, i));
     }
