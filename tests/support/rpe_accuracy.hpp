@@ -27,9 +27,11 @@ namespace attnkit::testing {
 /// the features' exponents when they are large): it adds to atol and to the denominator's rtol.
 /// Underflow: after the stabilisers every feature and every c_t is at most 1, and each may
 /// lose up to the smallest normal of T (a feature, a product of two, c_t), so every weight
-/// carries an absolute error of 4 F min_T (F features), the sums Lk times that (times max|V|
-/// for the numerator); a row whose weights all lie below T's range comes out 0, as an empty
-/// row does (SPEC.md section 9).
+/// carries an absolute error of 4 F min_T (F features), and each product of a weight and a
+/// value one of min_T (values far below 1 times weights near T's range): the sums Lk times
+/// that, 4 F Lk min_T on the denominator and 4 F Lk min_T (max|V| + 1) on the numerator; a
+/// row whose weights all lie below T's range comes out 0, as an empty row does (SPEC.md
+/// section 9).
 template <class T>
 ::testing::AssertionResult rpe_matches_reference(const KernelizedRpe& rpe, const TensorView<const T>& q,
                                                  const TensorView<const T>& k, const TensorView<const T>& v,
@@ -61,7 +63,7 @@ template <class T>
           const double got = out(b, h, i, d);
           const double bound =
               den == 0 ? 0.0
-                       : ((atol + feature_rounding) * max_v * size + rtol * std::abs(num) + underflow * max_v +
+                       : ((atol + feature_rounding) * max_v * size + rtol * std::abs(num) + underflow * (max_v + 1) +
                           ((rtol + feature_rounding) * size + underflow) * std::abs(expected)) /
                              std::abs(den);
           if (!(std::abs(got - expected) <= bound)) {
