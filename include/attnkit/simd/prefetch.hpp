@@ -7,14 +7,19 @@
 
 namespace attnkit::simd {
 
+/// Where a read prefetch asks its lines to go: kL2 (prefetcht1), for rows a kernel reads at
+/// random a little later; kL1 (prefetcht0), for the next rows of a stream it is consuming.
+enum class PrefetchLevel { kL2, kL1 };
+
 namespace detail {
 
-/// One cache line into L2 (prefetcht1), or exclusive for a write (prefetchw, where the build
-/// targets it: -mprfchw, implied by -march=native on the machines here) on x86. As inline
-/// assembly, not __builtin_prefetch: GCC counts a prefetch as free of side effects, so a
-/// const member function doing nothing else is found pure and every call to it removed (the
-/// first LSH row prefetch compiled to nothing, measured as "prefetch does not help").
-inline void prefetch_line(const void* address, bool for_write) {
+/// One cache line into L2 or L1 (prefetcht1 or prefetcht0), or exclusive for a write
+/// (prefetchw, where the build targets it: -mprfchw, implied by -march=native on the machines
+/// here) on x86. As inline assembly, not __builtin_prefetch: GCC counts a prefetch as free of
+/// side effects, so a const member function doing nothing else is found pure and every call to
+/// it removed (the first LSH row prefetch compiled to nothing, measured as "prefetch does not
+/// help").
+inline void prefetch_line(const void* address, bool for_write, PrefetchLevel level = PrefetchLevel::kL2) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #if defined(__PRFCHW__)
   if (for_write) {
@@ -24,28 +29,36 @@ inline void prefetch_line(const void* address, bool for_write) {
 #else
   (void)for_write;  // a read prefetch: the baseline x86-64 build may not have prefetchw
 #endif
-  asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(address)));
+  if (level == PrefetchLevel::kL1) {
+    asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(address)));
+  } else {
+    asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(address)));
+  }
 #else
   (void)address;
   (void)for_write;
+  (void)level;
 #endif
 }
 
 }  // namespace detail
 
-/// Asks for the cache lines of row[0 .. size) to be brought into L2 (exclusive when
-/// `for_write`); never faults, changes no result.
+/// Asks for the cache lines of row[0 .. size) to be brought into L2 (`level` kL1: into L1;
+/// exclusive when `for_write`); never faults, changes no result.
 template <class T>
-void prefetch_row(const T* row, index_t size, bool for_write) {
+void prefetch_row(const T* row, index_t size, bool for_write, PrefetchLevel level = PrefetchLevel::kL2) {
   constexpr index_t kLine = 64;
   const char* bytes = reinterpret_cast<const char*>(row);
   const index_t byte_size = size * static_cast<index_t>(sizeof(T));
-  for (index_t offset = 0; offset < byte_size; offset += kLine) detail::prefetch_line(bytes + offset, for_write);
+  for (index_t offset = 0; offset < byte_size; offset += kLine) detail::prefetch_line(bytes + offset, for_write, level);
 }
 
 /// Rows a kernel asks to be prefetched while it runs, spread over its work (decode's P V
 /// prefetches the next block's V rows, so that memory stays busy while it computes): `count`
-/// rows of `elements` elements, the first at `first`, `stride` elements apart.
+/// rows of `elements` elements, the first at `first`, `stride` elements apart. Into L1: the
+/// rows are the next block of a stream, read within microseconds (docs/architecture.md,
+/// "Decode over KV caches": on an AMD EPYC family 26, half caches 9-12% faster than with
+/// prefetcht1, float and 8-bit caches unchanged).
 template <class E>
 struct RowPrefetch {
   const E* first = nullptr;
@@ -53,7 +66,8 @@ struct RowPrefetch {
 
   /// Prefetches rows [begin, end) of the count (clamped).
   void rows(index_t begin, index_t end) const {
-    for (index_t i = begin; i < std::min(end, count); ++i) prefetch_row(first + i * stride, elements, false);
+    for (index_t i = begin; i < std::min(end, count); ++i)
+      prefetch_row(first + i * stride, elements, false, PrefetchLevel::kL1);
   }
 };
 
