@@ -26,36 +26,11 @@ Batch<float> load_widened_tail(const E* key, index_t d, index_t head_dim) {
   return Batch<float>::load_aligned(lanes);
 }
 
-/// sums[e] = the sum of the lanes of acc[e], for a full vector's worth of accumulators, by one
-/// parallel reduction. xsimd 8.1's 512-bit haddp returns these sums permuted (lanes 0 1 4 5 2 3
-/// 6 7 8 9 12 13 10 11 14 15, measured on AVX-512; its 256-bit one is right), so with AVX-512
-/// each accumulator is folded to 256 bits (its halves added) and the halves reduced eight at a
-/// time by the 256-bit haddp.
-inline void sum_each(const Batch<float> (&acc)[kWidth<float>], float* sums) {
-#if defined(__AVX512F__)
-  if constexpr (sizeof(Batch<float>) == 64) {
-    using Half = xsimd::batch<float, xsimd::avx2>;
-    constexpr std::size_t kHalf = Half::size;
-    for (std::size_t first = 0; first < kWidth<float>; first += kHalf) {
-      Half folded[kHalf];
-      for (std::size_t e = 0; e < kHalf; ++e) {
-        const __m512 x = acc[first + e].data;
-        folded[e] =
-            Half(_mm512_castps512_ps256(x)) + Half(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
-      }
-      xsimd::haddp(folded).store_unaligned(sums + first);
-    }
-    return;
-  }
-#endif
-  xsimd::haddp(acc).store_unaligned(sums);
-}
-
 /// The dot products of kRows query rows with kKeys consecutive keys (key_stride elements
 /// apart), one accumulator per pair. Inlined into the loop over a run of keys: as a call per
 /// tile of two keys its prologue and spills cost as much as the FMAs. When the pairs fill a
 /// vector (kRows * kKeys = the width: 4 x 2 with AVX2, 4 x 4 with AVX-512) one parallel
-/// reduction (sum_each) sums them all; otherwise each pair is summed on its own.
+/// reduction (simd::lane_sums) sums them all; otherwise each pair is summed on its own.
 template <index_t kRows, index_t kKeys, class E>
 [[gnu::always_inline]] inline void key_dots_tile(const float* queries, index_t query_stride, const E* keys,
                                                  index_t key_stride, index_t head_dim, float* scores,
@@ -103,7 +78,7 @@ template <index_t kRows, index_t kKeys, class E>
   }
   if constexpr (kPairs == kW) {
     alignas(64) float sums[kW];
-    sum_each(acc, sums);
+    lane_sums(acc, sums);
     for (index_t r = 0; r < kRows; ++r)
       for (index_t k = 0; k < kKeys; ++k) scores[r * score_stride + k] = sums[r * kKeys + k];
   } else {
