@@ -13,10 +13,12 @@ namespace attnkit::kernel {
 
 /// Keys per work item: a sequence's keys split into chunks of this many, whatever the thread
 /// count, and the chunks' partial results merge in chunk order (SPEC.md section 13), so the
-/// result is the same bits for every thread count and batch composition. 512 keys of a
-/// D = 128 float cache are 256 KiB of K: a 131072-token context gives 256 chunks per kv head
-/// (enough to balance two threads on one kv head), a 4096-token one 8.
-inline constexpr index_t kDecodeChunkKeys = 512;
+/// result is the same bits for every thread count and batch composition. 2048 keys of a
+/// D = 128 float cache are 1 MiB of K: a 131072-token context gives 64 chunks per kv head
+/// (enough to balance two threads on one kv head), a 4096-token one 2. An item's first block
+/// is read without a prefetch ahead of it; with chunks of 512 that was one block in 8, and
+/// float16 decode over memory ran 4-8% slower (docs/architecture.md, "Decode over KV caches").
+inline constexpr index_t kDecodeChunkKeys = 2048;
 
 /// The sizes of a decode call: query row i of sequence b (of B) sits at position
 /// lengths[b] - Lq + i; Hq query heads share Hk kv heads; head dim D, value dim Dv.

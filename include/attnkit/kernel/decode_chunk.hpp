@@ -32,8 +32,7 @@ namespace attnkit::kernel {
 /// memory once, and of V, widened into L1 (or read in place for float).
 inline constexpr index_t kDecodeBlockKeys = 64;
 
-/// Keys scored between two rounds of prefetches (the next block's K rows, and the first
-/// block's own V rows).
+/// Keys scored between two rounds of the first block's prefetches of its own V rows.
 inline constexpr index_t kPrefetchKeys = 8;
 
 /// How one query row meets a block of keys.
@@ -119,11 +118,11 @@ template <class E>
     }
 
     // Scores of the attended keys, a run of consecutive ones at a time; the other keys' columns
-    // excluded for every row. Prefetches go between the scores, kPrefetchKeys keys at a time
-    // (docs/architecture.md, "Decode": a burst for the whole block was slower than none): the
-    // next block's K rows (in this chunk, up to its page's end) while this block is scored, its
-    // V rows while this block's P V runs, so loads are in flight in both phases; the first
-    // block an item reads prefetches its own V rows.
+    // excluded for every row. Prefetches are spread over the work, one row requested per row
+    // read (docs/architecture.md, "Decode": a burst for the whole block was slower than none):
+    // the next block's K rows (in this chunk, up to its page's end) while this block is scored,
+    // its V rows while this block's P V runs, so loads are in flight in both phases; the first
+    // block an item reads prefetches its own V rows, kPrefetchKeys rows at a time.
     const E* first_key = call.cache.key(b, g, j0);
     const E* first_value = call.cache.value(b, g, j0);
     const index_t next_keys =
@@ -142,12 +141,13 @@ template <class E>
       }
       index_t end = c + 1;
       while (end < keys && needed[static_cast<std::size_t>(end)]) ++end;
-      for (index_t c0 = c; c0 < end; c0 += kPrefetchKeys) {
-        const index_t c1 = std::min(end, c0 + kPrefetchKeys);
+      // One call for the run, or kPrefetchKeys keys at a time between the first block's bursts.
+      const index_t step = own_value_rows.count > 0 ? kPrefetchKeys : end - c;
+      for (index_t c0 = c; c0 < end; c0 += step) {
+        const index_t c1 = std::min(end, c0 + step);
         own_value_rows.rows(c0, c1);
-        next_key_rows.rows(c0, c1);
         simd::key_dots(queries, call.query_stride, rows, first_key + c0 * key_stride, key_stride, c1 - c0, head_dim,
-                       work.scores + c0, kStride);
+                       work.scores + c0, kStride, next_key_rows.from(c0));
       }
       c = end;
     }

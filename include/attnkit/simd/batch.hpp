@@ -53,19 +53,26 @@ Batch<T> fma(const Batch<T>& a, const Batch<T>& b, const Batch<T>& c) {
   return xsimd::fma(a, b, c);
 }
 
-/// sums[e] = the sum of the lanes of acc[e], for one vector's worth of float accumulators, by
-/// one parallel reduction (xsimd::haddp). xsimd 8.1's 512-bit haddp returns these sums
-/// permuted (lanes 0 1 4 5 2 3 6 7 8 9 12 13 10 11 14 15, measured on AVX-512; its 256-bit one
-/// is right), so with AVX-512 each accumulator is folded to 256 bits (its halves added) and
-/// the folded ones reduced eight at a time by the 256-bit haddp. Use this, never haddp itself.
-inline void lane_sums(const Batch<float> (&acc)[kWidth<float>], float* sums) {
+/// sums[e] = the sum of the lanes of acc[e] for e < kCount, up to one vector's worth of float
+/// accumulators, by one parallel reduction (xsimd::haddp; missing accumulators count as zeros).
+/// xsimd 8.1's 512-bit haddp returns these sums permuted (lanes 0 1 4 5 2 3 6 7 8 9 12 13 10
+/// 11 14 15, measured on AVX-512; its 256-bit one is right), so with AVX-512 each accumulator
+/// is folded to 256 bits (its halves added) and the folded ones reduced eight at a time by the
+/// 256-bit haddp. Use this, never haddp itself. `sums` holds kWidth<float> floats.
+template <std::size_t kCount>
+inline void lane_sums(const Batch<float> (&acc)[kCount], float* sums) {
+  static_assert(kCount >= 1 && kCount <= kWidth<float>, "at most one vector of accumulators");
 #if defined(__AVX512F__)
   if constexpr (sizeof(Batch<float>) == 64) {
     using Half = xsimd::batch<float, xsimd::avx2>;
     constexpr std::size_t kHalf = Half::size;
-    for (std::size_t first = 0; first < kWidth<float>; first += kHalf) {
+    for (std::size_t first = 0; first < kCount; first += kHalf) {
       Half folded[kHalf];
       for (std::size_t e = 0; e < kHalf; ++e) {
+        if (first + e >= kCount) {
+          folded[e] = Half(0.0f);
+          continue;
+        }
         const __m512 x = acc[first + e].data;
         folded[e] =
             Half(_mm512_castps512_ps256(x)) + Half(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
@@ -75,7 +82,9 @@ inline void lane_sums(const Batch<float> (&acc)[kWidth<float>], float* sums) {
     return;
   }
 #endif
-  xsimd::haddp(acc).store_unaligned(sums);
+  Batch<float> full[kWidth<float>];
+  for (std::size_t e = 0; e < kWidth<float>; ++e) full[e] = e < kCount ? acc[e] : Batch<float>(0.0f);
+  xsimd::haddp(full).store_unaligned(sums);
 }
 
 /// Keeps an already loaded batch in a register. Micro-kernels load a vector once and use it

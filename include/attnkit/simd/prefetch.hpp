@@ -53,8 +53,9 @@ void prefetch_row(const T* row, index_t size, bool for_write, PrefetchLevel leve
   for (index_t offset = 0; offset < byte_size; offset += kLine) detail::prefetch_line(bytes + offset, for_write, level);
 }
 
-/// Rows a kernel asks to be prefetched while it runs, spread over its work (decode's P V
-/// prefetches the next block's V rows, so that memory stays busy while it computes): `count`
+/// Rows a kernel asks to be prefetched while it runs, spread over its work (decode's scores
+/// and P V prefetch the next block's K and V rows, one row per row they consume, so that
+/// memory stays busy while they compute): `count`
 /// rows of `elements` elements, the first at `first`, `stride` elements apart. Into L1: the
 /// rows are the next block of a stream, read within microseconds (docs/architecture.md,
 /// "Decode over KV caches": on an AMD EPYC family 26, half caches 9-12% faster than with
@@ -68,6 +69,12 @@ struct RowPrefetch {
   void rows(index_t begin, index_t end) const {
     for (index_t i = begin; i < std::min(end, count); ++i)
       prefetch_row(first + i * stride, elements, false, PrefetchLevel::kL1);
+  }
+
+  /// The rows from `begin` on (none when begin >= count).
+  RowPrefetch from(index_t begin) const {
+    if (begin >= count) return {};
+    return {first + begin * stride, stride, count - begin, elements};
   }
 };
 

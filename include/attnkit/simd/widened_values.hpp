@@ -13,28 +13,36 @@
 
 namespace attnkit::simd {
 
-/// Vectors of the value dimension per register block: 4 rows x 2 vectors of accumulators,
-/// 2 values and a weight fit AVX2's 16 registers (the prefill kernel's 4 x 4 block spills
-/// there); AVX-512's 32 hold 4 x 4.
-inline constexpr index_t kWidenedValueVectors = kVectorRegisters<float> >= 32 ? 4 : 2;
+/// A register block of O for value rows of E: 2 rows x 8 vectors of accumulators (a whole row
+/// of 128 floats), 8 values and a weight on AVX-512's 32 registers; 2 x 4 on AVX2's 16. A
+/// block of 4 rows x 4 vectors read each V row in two halves, a group of 8 rows' first halves
+/// and then their second ones, and streamed a float cache from memory at half the probe's
+/// speed where whole rows in address order reach 0.8 of it (docs/architecture.md, "Decode over
+/// KV caches"). 8-bit blocks keep 4 rows x 4 vectors (2 on AVX2): their P V is bound by
+/// dequantizing, which a block of 2 rows does twice per value.
+template <class E>
+inline constexpr index_t kWidenedValueRows = std::is_same_v<E, q8_0_block> ? 4 : 2;
+template <class E>
+inline constexpr index_t kWidenedValueVectors = (kVectorRegisters<float> >= 32 ? 8 : 4) /
+                                                (std::is_same_v<E, q8_0_block> ? 2 : 1);
 
-/// Keys per group: every vector block of the accumulators takes a group of keys before the next
-/// group, so the group's V rows (8 rows, 4 KiB of float at Dv = 128) are read from L1 by every
-/// pass. One pass per vector block over all of a block's 64 rows instead read each row's next
-/// 32 bytes 512 bytes apart, which mapped to 8 of L1's 64 sets and missed (a float cache ran at
-/// half the speed of the prefill kernel's loop).
+/// Keys per group: every register block takes a group of keys before the next group, so the
+/// group's V rows (8 rows, 4 KiB of float at Dv = 128) are read from memory by the first block
+/// and from L1 by the others.
 inline constexpr index_t kWidenedValueKeys = 8;
 
 namespace detail {
 
-/// One block of kValueRowBlock rows x kVectors vectors of O over `keys` keys (inlined: called
-/// per group of 8 keys, a call's prologue and spills cost as much as its FMAs).
+/// One block of kWidenedValueRows<E> rows x kVectors vectors of O over `keys` keys (inlined:
+/// called per group of 8 keys, a call's prologue and spills cost as much as its FMAs). Before
+/// key j is read, row j of `ahead` is prefetched (nullptr: none).
 template <index_t kVectors, ZeroWeights kZero, class E>
 [[gnu::always_inline]] inline void accumulate_widened_block(float* o, index_t o_stride, const float* alpha,
                                                             const float* p, index_t p_stride, const E* v,
-                                                            index_t v_stride, index_t first_value, index_t keys) {
+                                                            index_t v_stride, index_t first_value, index_t keys,
+                                                            const RowPrefetch<E>* ahead) {
   constexpr index_t kW = static_cast<index_t>(kWidth<float>);
-  constexpr index_t kR = kValueRowBlock;
+  constexpr index_t kR = kWidenedValueRows<E>;
   Batch<float> acc[kR][kVectors];
   for (index_t r = 0; r < kR; ++r) {
     for (index_t c = 0; c < kVectors; ++c) acc[r][c] = Batch<float>::load_aligned(o + r * o_stride + c * kW);
@@ -43,6 +51,7 @@ template <index_t kVectors, ZeroWeights kZero, class E>
     for (index_t c = 0; c < kVectors; ++c) acc[r][c] *= rescale;
   }
   for (index_t j = 0; j < keys; ++j) {
+    if (ahead != nullptr) ahead->rows(j, j + 1);
     Batch<float> values[kVectors];
     if constexpr (std::is_same_v<E, q8_0_block>) {
       // An 8-bit block's scale converted once for its vectors: first_value is a multiple of
@@ -83,27 +92,29 @@ template <index_t kVectors, ZeroWeights kZero, class E>
 /// value_vectors whole vectors, which every row of V must hold (its value dim a multiple of
 /// the vector width). `v` points at the first row, rows v_stride elements apart. Groups of
 /// kWidenedValueKeys keys outermost, then vector blocks, row blocks, keys: the accumulators
-/// make a round trip through L1 per group, the V rows stay there. Before each group, the
-/// group's share of `ahead`'s rows is prefetched (as many rows per group as keys).
+/// make a round trip through L1 per group, the V rows stay there. Row j of `ahead` is
+/// prefetched before the first block reads key j (one row requested per row consumed).
 template <class E, ZeroWeights kZero>
 void accumulate_widened_values(float* o, index_t o_stride, const float* alpha, const float* p, index_t p_stride,
                                const E* v, index_t v_stride, index_t rows, index_t keys, index_t value_vectors,
                                const RowPrefetch<E>& ahead = {}) {
+  static_assert(kValueRowBlock % kWidenedValueRows<E> == 0, "rows come in multiples of kValueRowBlock");
   constexpr index_t kW = static_cast<index_t>(kWidth<float>);
   for (index_t j0 = 0; j0 == 0 || j0 < keys; j0 += kWidenedValueKeys) {  // keys = 0 still rescales
     const index_t count = std::min(kWidenedValueKeys, keys - j0);
-    ahead.rows(j0, j0 + kWidenedValueKeys);
+    const RowPrefetch<E> group_ahead = ahead.from(j0);
     const float* group_alpha = j0 == 0 ? alpha : nullptr;
     index_t c0 = 0;
     const auto blocks = [&]<index_t kVectors>(std::integral_constant<index_t, kVectors>) {
-      for (index_t r0 = 0; r0 < rows; r0 += kValueRowBlock) {
-        detail::accumulate_widened_block<kVectors, kZero>(
-            o + r0 * o_stride + c0 * kW, o_stride, group_alpha == nullptr ? nullptr : group_alpha + r0,
-            p + r0 * p_stride + j0, p_stride, v + j0 * v_stride, v_stride, c0 * kW, count);
+      for (index_t r0 = 0; r0 < rows; r0 += kWidenedValueRows<E>) {
+        detail::accumulate_widened_block<kVectors, kZero>(o + r0 * o_stride + c0 * kW, o_stride,
+                                                          group_alpha == nullptr ? nullptr : group_alpha + r0,
+                                                          p + r0 * p_stride + j0, p_stride, v + j0 * v_stride, v_stride,
+                                                          c0 * kW, count, c0 == 0 && r0 == 0 ? &group_ahead : nullptr);
       }
     };
-    for (; c0 + kWidenedValueVectors <= value_vectors; c0 += kWidenedValueVectors)
-      blocks(std::integral_constant<index_t, kWidenedValueVectors>{});
+    for (; c0 + kWidenedValueVectors<E> <= value_vectors; c0 += kWidenedValueVectors<E>)
+      blocks(std::integral_constant<index_t, kWidenedValueVectors<E>>{});
     for (; c0 < value_vectors; ++c0) blocks(std::integral_constant<index_t, 1>{});
   }
 }
