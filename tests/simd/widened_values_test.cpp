@@ -26,15 +26,15 @@ namespace {
 /// `keys` V rows of E holding `values` values each, `stride` elements apart (one spare element
 /// between rows), and their stored values as float (exact), row-major [keys x values].
 template <class E>
-struct ValueRows {
+struct CacheValueRows {
   std::vector<E> rows;
   std::vector<float> values;
   index_t stride = 0;
 };
 
 template <class E>
-ValueRows<E> make_values(index_t keys, index_t values) {
-  ValueRows<E> v;
+CacheValueRows<E> make_value_rows(index_t keys, index_t values) {
+  CacheValueRows<E> v;
   constexpr index_t kPer = kValuesPerElement<E>;
   v.stride = values / kPer + 1;
   v.rows.resize(static_cast<std::size_t>(keys * v.stride));
@@ -64,12 +64,12 @@ ValueRows<E> make_values(index_t keys, index_t values) {
 /// O past value_vectors must stay untouched. zero_every > 0: every such key gets weight 0 for
 /// all rows (with kSkip its products are skipped, with kMultiply added as zeros).
 template <class E, simd::ZeroWeights kZero>
-void expect_values(index_t rows, index_t keys, index_t value_vectors, bool rescale, index_t zero_every = 0) {
+void expect_widened_values(index_t rows, index_t keys, index_t value_vectors, bool rescale, index_t zero_every = 0) {
   constexpr index_t kW = static_cast<index_t>(simd::kWidth<float>);
   const index_t value_dim = value_vectors * kW;
   const index_t o_stride = value_dim + kW;  // one vector of O beyond the value dim
   const index_t p_stride = keys + 5;
-  const ValueRows<E> v = make_values<E>(keys, value_dim);
+  const CacheValueRows<E> v = make_value_rows<E>(keys, value_dim);
   detail::AlignedBuffer<float> o(rows * o_stride);
   std::vector<float> p(static_cast<std::size_t>(rows * p_stride)), alpha(static_cast<std::size_t>(rows));
   for (index_t e = 0; e < rows * o_stride; ++e) o[e] = std::sin(0.23f * static_cast<float>(e));
@@ -101,13 +101,13 @@ void expect_values(index_t rows, index_t keys, index_t value_vectors, bool resca
 
 template <class E>
 class WidenedValuesTest : public ::testing::Test {};
-using CacheElements = ::testing::Types<float, bfloat16, float16, q8_0_block>;
-TYPED_TEST_SUITE(WidenedValuesTest, CacheElements);
+using WidenedCacheElements = ::testing::Types<float, bfloat16, float16, q8_0_block>;
+TYPED_TEST_SUITE(WidenedValuesTest, WidenedCacheElements);
 
 /// Vector counts of the value dim: whole register blocks of every width and type, blocks plus
 /// single-vector tails; for 8-bit blocks only whole 32-value blocks.
 template <class E>
-std::vector<index_t> vector_counts() {
+std::vector<index_t> widened_vector_counts() {
   constexpr index_t kW = static_cast<index_t>(simd::kWidth<float>);
   if constexpr (std::is_same_v<E, q8_0_block>) {
     const index_t per_block = kW >= 32 ? 1 : 32 / kW;
@@ -119,16 +119,17 @@ std::vector<index_t> vector_counts() {
 
 TYPED_TEST(WidenedValuesTest, MatchesFusedMultiplyAddChain) {
   // Key counts around the groups of 8 keys, zero keys (the rescale alone), 4 and 8 rows.
-  for (const index_t value_vectors : vector_counts<TypeParam>())
+  for (const index_t value_vectors : widened_vector_counts<TypeParam>())
     for (index_t keys : {0, 1, 7, 8, 9, 64})
       for (bool rescale : {true, false})
         for (index_t rows : {4, 8})
-          expect_values<TypeParam, simd::ZeroWeights::kMultiply>(rows, keys, value_vectors, rescale);
+          expect_widened_values<TypeParam, simd::ZeroWeights::kMultiply>(rows, keys, value_vectors, rescale);
 }
 
 TYPED_TEST(WidenedValuesTest, SkipLeavesOutZeroWeights) {
-  for (const index_t value_vectors : vector_counts<TypeParam>())
-    for (index_t keys : {7, 64}) expect_values<TypeParam, simd::ZeroWeights::kSkip>(4, keys, value_vectors, true, 3);
+  for (const index_t value_vectors : widened_vector_counts<TypeParam>())
+    for (index_t keys : {7, 64})
+      expect_widened_values<TypeParam, simd::ZeroWeights::kSkip>(4, keys, value_vectors, true, 3);
 }
 
 }  // namespace
