@@ -86,6 +86,9 @@ TYPED_TEST(DecodeTest, EveryPatternMatchesTheReference) {
         } else {
           expect_matches_reference<float>(pattern, q, q_heads, q_len, cache.contiguous(), batch, head_dim, value_dim,
                                           label);
+          // Heads interleaved token by token: items of all kv heads, read page by page.
+          expect_matches_reference<float>(pattern, q, q_heads, q_len, cache.heads_interleaved(), batch, head_dim,
+                                          value_dim, label + ", heads interleaved");
         }
       });
     }
@@ -97,15 +100,25 @@ TYPED_TEST(DecodeTest, HalfQueriesOddDimsAndMultiHead) {
   using E = TypeParam;
   const index_t batch = 2, kv_heads = 3, q_heads = 3, capacity = 320;
   const index_t head_dim = std::is_same_v<E, q8_0_block> ? 96 : 45, value_dim = std::is_same_v<E, q8_0_block> ? 32 : 19;
-  TestCache<E> cache(batch, kv_heads, capacity, head_dim, value_dim, false);
-  cache.fill(capacity, 12, {320, 129});
-  const std::vector<bfloat16> qb = make_queries<bfloat16>(batch * q_heads * 2 * head_dim, 9);
-  const std::vector<float16> qh = make_queries<float16>(batch * q_heads * 2 * head_dim, 10);
-  const auto pattern = Union{SlidingWindow::causal(50), Global({0, 7})};
-  expect_matches_reference<bfloat16>(pattern, qb, q_heads, 2, cache.contiguous(), batch, head_dim, value_dim, "bf16");
-  expect_matches_reference<float>(pattern, qb, q_heads, 2, cache.contiguous(), batch, head_dim, value_dim, "bf16->f");
-  expect_matches_reference<float16>(pattern, qh, q_heads, 2, cache.contiguous(), batch, head_dim, value_dim, "fp16");
-  expect_matches_reference<float>(pattern, qh, q_heads, 2, cache.contiguous(), batch, head_dim, value_dim, "fp16->f");
+  for (bool paged : {false, true}) {
+    // Paged: every kv head in one item, each head's single row padded apart from the next's.
+    TestCache<E> cache(batch, kv_heads, capacity, head_dim, value_dim, paged);
+    cache.fill(capacity, 12, {320, 129});
+    const std::vector<bfloat16> qb = make_queries<bfloat16>(batch * q_heads * 2 * head_dim, 9);
+    const std::vector<float16> qh = make_queries<float16>(batch * q_heads * 2 * head_dim, 10);
+    const auto pattern = Union{SlidingWindow::causal(50), Global({0, 7})};
+    const auto check = [&](const auto& view) {
+      expect_matches_reference<bfloat16>(pattern, qb, q_heads, 2, view, batch, head_dim, value_dim, "bf16");
+      expect_matches_reference<float>(pattern, qb, q_heads, 2, view, batch, head_dim, value_dim, "bf16->f");
+      expect_matches_reference<float16>(pattern, qh, q_heads, 2, view, batch, head_dim, value_dim, "fp16");
+      expect_matches_reference<float>(pattern, qh, q_heads, 2, view, batch, head_dim, value_dim, "fp16->f");
+    };
+    if (paged) {
+      check(cache.paged_view());
+    } else {
+      check(cache.contiguous());
+    }
+  }
 }
 
 // Empty sequences and rows before a sequence's first token give 0 and lse -inf; slots past a
@@ -164,16 +177,18 @@ TYPED_TEST(DecodeTest, ThreadCountAndBatchCompositionInvariance) {
               bhld(out.data(), count, q_heads, q_len, head_dim), options);
     return out;
   };
-  const std::vector<float> one = run(cache.contiguous(), 0, batch, 1), two = run(cache.contiguous(), 0, batch, 2);
-  EXPECT_EQ(one, two);
-  // Sequence 1 alone: a one-sequence view of the same storage.
-  KvCache<E> full = cache.contiguous();
-  std::vector<index_t> length{cache.lengths[1]};
-  const KvCache<E> alone{TensorView<E>(full.k.row(1, 0, 0), {1, kv_heads, capacity, full.k.dim()}, full.k.strides()),
-                         TensorView<E>(full.v.row(1, 0, 0), {1, kv_heads, capacity, full.v.dim()}, full.v.strides()),
-                         length};
-  const std::vector<float> single = run(alone, 1, 1, 2);
-  EXPECT_TRUE(std::equal(single.begin(), single.end(), one.begin() + q_heads * q_len * head_dim));
+  // Items of one kv head (contiguous) and of all kv heads (heads interleaved token by token).
+  for (const KvCache<E>& full : {cache.contiguous(), cache.heads_interleaved()}) {
+    const std::vector<float> one = run(full, 0, batch, 1), two = run(full, 0, batch, 2);
+    EXPECT_EQ(one, two);
+    // Sequence 1 alone: a one-sequence view of the same storage.
+    std::vector<index_t> length{cache.lengths[1]};
+    const KvCache<E> alone{TensorView<E>(full.k.row(1, 0, 0), {1, kv_heads, capacity, full.k.dim()}, full.k.strides()),
+                           TensorView<E>(full.v.row(1, 0, 0), {1, kv_heads, capacity, full.v.dim()}, full.v.strides()),
+                           length};
+    const std::vector<float> single = run(alone, 1, 1, 2);
+    EXPECT_TRUE(std::equal(single.begin(), single.end(), one.begin() + q_heads * q_len * head_dim));
+  }
 }
 
 // Append then attend equals prefill attention over the concatenated tensors (the last Lq rows

@@ -61,6 +61,16 @@ struct TestCache {
     return KvCache<E>{bhld(k.data(), batch, kv_heads, capacity, head_dim / kValuesPerElement<E>),
                       bhld(v.data(), batch, kv_heads, capacity, value_dim / kValuesPerElement<E>), lengths};
   }
+  /// The same storage seen as [B, capacity, Hk, D] (heads interleaved token by token, as
+  /// llama.cpp and vLLM store a sequence): decode reads it page by page, all heads together.
+  KvCache<E> heads_interleaved() {
+    const auto view = [&](std::vector<E>& storage, index_t dim) {
+      const index_t row = dim / kValuesPerElement<E>;
+      return TensorView<E>(storage.data(), {batch, kv_heads, capacity, row},
+                           {capacity * kv_heads * row, row, kv_heads * row, 1});
+    };
+    return KvCache<E>{view(k, head_dim), view(v, value_dim), lengths};
+  }
   PagedKvCache<E> paged_view() {
     const index_t pages = static_cast<index_t>(k.size()) / (kv_heads * page_size * head_dim / kValuesPerElement<E>);
     const index_t per = capacity / page_size;

@@ -52,6 +52,13 @@ struct DecodeCall {
   index_t query_stride;
 };
 
+/// The kv heads of one work item, [first, first + count): one, or all of them when the heads'
+/// rows of a page lie together (CacheRows::heads_share_pages), read page by page.
+struct HeadRange {
+  index_t first;
+  index_t count;
+};
+
 /// The attended keys of every query row: row_id's keys are the sorted, disjoint, non-empty
 /// runs spans[offsets[id] .. offsets[id + 1]).
 struct DecodeSpans {

@@ -27,68 +27,126 @@
 
 namespace attnkit::kernel {
 
-/// Keys per softmax block inside a chunk: scores of every row for these keys, one online
-/// softmax update, then P V. 64 keys of a D = 128 float cache are 32 KiB of K, read from
-/// memory once, and of V, widened into L1 (or read in place for float).
-inline constexpr index_t kDecodeBlockKeys = 64;
+/// Keys per softmax block inside a chunk, at most: scores of every row for these keys (one
+/// stream of K rows), one online softmax update, then P V (one stream of V rows). K and V
+/// alternating every 64 keys read a float16 cache at 0.85 of the linear read probe, every 512
+/// keys at 0.92-0.97 (docs/architecture.md, "Decode over KV caches"). Fewer keys when the
+/// group has many rows: the block's scores stay within kDecodeBlockScores floats.
+inline constexpr index_t kDecodeBlockKeys = 512;
+inline constexpr index_t kDecodeBlockScores = 16384;
 
-/// Keys scored between two rounds of the first block's prefetches of its own V rows.
-inline constexpr index_t kPrefetchKeys = 8;
+/// Rows a stream is prefetched ahead of the row being read: 4 KiB of a float16 cache at D = 128.
+inline constexpr index_t kDecodePrefetchRows = 16;
+
+/// The keys of a block for a group of padded_rows rows: a multiple of 64 in [64, kDecodeBlockKeys].
+inline index_t decode_block_keys(index_t padded_rows) {
+  constexpr index_t kStep = 64;
+  return std::clamp(kDecodeBlockScores / std::max<index_t>(padded_rows, 1) / kStep * kStep, kStep, kDecodeBlockKeys);
+}
 
 /// How one query row meets a block of keys.
 enum class BlockCoverage { kNone, kPartial, kFull };
 
 /// Per-thread scratch of a work item (detail::thread_scratch, reused across calls).
 struct DecodeWorkspace {
-  DecodeWorkspace(index_t padded_rows, index_t value_stride)
-      : scores(attnkit::detail::thread_scratch<struct DecodeScoresTag, float>(padded_rows * kDecodeBlockKeys)),
-        values(attnkit::detail::thread_scratch<struct DecodeValuesTag, float>(kDecodeBlockKeys * value_stride)),
+  DecodeWorkspace(index_t padded_rows, index_t block_keys, index_t value_stride)
+      : scores(attnkit::detail::thread_scratch<struct DecodeScoresTag, float>(padded_rows * block_keys)),
+        values(attnkit::detail::thread_scratch<struct DecodeValuesTag, float>(kWidenedRunKeys * value_stride)),
         softmax(padded_rows, value_stride) {}
-  float* scores;  // [padded rows x kDecodeBlockKeys] scores, then weights; padded rows 0
-  float* values;  // [kDecodeBlockKeys x value_stride] V rows widened to float, zero past Dv
+  /// V rows widened into L1 at a time (value dims that are not whole vectors).
+  static constexpr index_t kWidenedRunKeys = 64;
+  float* scores;  // [padded rows x block keys] scores, then weights; padded rows 0
+  float* values;  // [kWidenedRunKeys x value_stride] V rows widened to float, zero past Dv
   OnlineSoftmax<float> softmax;
 };
 
-/// The partial results of the group rows of kv head g in sequence b over the keys of `chunk`:
-/// out_rows [group rows x Dv] and out_lse [group rows] (natural log; -inf and zeros for a row
-/// attending none of the chunk's keys). Row r is query head g * group + r / Lq, row r % Lq.
-/// Keys are visited in blocks of kDecodeBlockKeys cut at page ends; a block no row attends is
-/// not read, a key no row attends is not read, and keys a row does not attend are excluded by
-/// selection (SPEC.md section 0), never multiplied.
+/// The rows of one (sequence, kv head)'s K or V stream that a kernel prefetches while it reads
+/// earlier ones: up to `count` rows from key `from` on, inside from's page and before `limit`
+/// (none when from >= limit).
 template <class E>
-[[gnu::noinline]] void decode_chunk(const DecodeCall<E>& call, const DecodeSpans& spans, index_t b, index_t g,
+simd::RowPrefetch<E> stream_rows(const DecodeCall<E>& call, bool keys, index_t b, index_t g, index_t from,
+                                 index_t limit, index_t count = kDecodePrefetchRows) {
+  if (from >= limit) return {};
+  count = std::min({count, limit - from, call.cache.page_end(from) - from});
+  const DecodeGeometry& geometry = call.geometry;
+  if (keys)
+    return {call.cache.key(b, g, from), call.cache.key_stride(), count, geometry.head_dim / kValuesPerElement<E>};
+  return {call.cache.value(b, g, from), call.cache.value_stride(), count, geometry.value_dim / kValuesPerElement<E>};
+}
+
+/// Calls read(h, c0, c1, ahead) over the keys of `runs` (absolute keys before `limit`, sorted,
+/// each inside one page) for each head h of `heads` in turn (run by run, head by head: one
+/// stream of rows), split so that before key c is read the row kDecodePrefetchRows reads later
+/// is prefetched: a row of the same run and head, else of the next head's run, else of the
+/// next run, else of following() (the stream read next: the block's V rows, the next block's
+/// K rows).
+template <class E, class Following, class Read>
+void read_stream(const DecodeCall<E>& call, bool keys, index_t b, HeadRange heads, std::span<const KeyRange> runs,
+                 index_t limit, const Following& following, const Read& read) {
+  constexpr index_t kAhead = kDecodePrefetchRows;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const KeyRange run = runs[i];
+    const index_t split = std::max(run.begin, run.end - kAhead);
+    for (index_t h = 0; h < heads.count; ++h) {
+      const index_t g = heads.first + h;
+      if (split > run.begin)
+        read(h, run.begin, split, stream_rows(call, keys, b, g, run.begin + kAhead, run.end, split - run.begin));
+      const simd::RowPrefetch<E> after =
+          h + 1 < heads.count ? stream_rows(call, keys, b, g + 1, run.begin, limit)
+          : i + 1 < runs.size() ? stream_rows(call, keys, b, heads.first, runs[i + 1].begin, limit)
+                                : following();
+      read(h, split, run.end, after.from(split + kAhead - run.end));
+    }
+  }
+}
+
+/// The partial results of the group rows of kv heads `heads` in sequence b over the keys of
+/// `chunk`: out_rows [heads.count x group rows x Dv] and out_lse [heads.count x group rows]
+/// (natural log; -inf and zeros for a row attending none of the chunk's keys). Row r of head
+/// h is query head (heads.first + h) * group + r / Lq, row r % Lq. Keys are visited in blocks
+/// of decode_block_keys: the scores of the block's attended keys (its K rows in one pass, page
+/// by page, each page head by head), then their P V (its V rows in one pass); a block no row
+/// attends is not read, a key no row attends is not read, and keys a row does not attend are
+/// excluded by selection (SPEC.md section 0), never multiplied. Each stream is prefetched
+/// kDecodePrefetchRows rows ahead of its reads, across runs, heads and pages, from the block's
+/// K rows to its V rows and to the next block's K rows.
+template <class E>
+[[gnu::noinline]] void decode_chunk(const DecodeCall<E>& call, const DecodeSpans& spans, index_t b, HeadRange heads,
                                     const KeyRange& chunk, float* out_rows, float* out_lse) {
   constexpr index_t kW = static_cast<index_t>(simd::kWidth<float>);
-  constexpr index_t kStride = kDecodeBlockKeys;
   constexpr float kExcluded = attnkit::detail::kExcludedScore<float>;
   const DecodeGeometry& geometry = call.geometry;
-  const index_t rows = geometry.group_rows(), group = geometry.group(), q_len = geometry.q_len;
-  const index_t padded_rows = attnkit::detail::round_up(rows, simd::kValueRowBlock);
+  const index_t group_rows = geometry.group_rows(), group = geometry.group(), q_len = geometry.q_len;
+  // Softmax rows: each head's group rows padded to a multiple of kValueRowBlock.
+  const index_t head_rows = attnkit::detail::round_up(group_rows, simd::kValueRowBlock);
+  const index_t rows = heads.count * group_rows, padded_rows = heads.count * head_rows;
   const index_t head_dim = geometry.head_dim, value_dim = geometry.value_dim;
   const index_t value_stride = attnkit::detail::round_up(value_dim, kW);
-  DecodeWorkspace work(padded_rows, value_stride);
+  const index_t block_keys = decode_block_keys(padded_rows), score_stride = block_keys;
+  DecodeWorkspace work(padded_rows, block_keys, value_stride);
+  const auto softmax_row = [&](index_t r) { return r / group_rows * head_rows + r % group_rows; };
+  const auto head_scores = [&](index_t h) { return work.scores + h * head_rows * score_stride; };
 
-  // The group's query rows are consecutive rows of the call's widened queries.
-  const float* queries = call.queries + geometry.row_id(b, g * group, 0) * call.query_stride;
   std::vector<std::span<const KeyRange>> row_spans(static_cast<std::size_t>(rows));
   std::vector<std::size_t> cursor(static_cast<std::size_t>(rows));
   for (index_t r = 0; r < rows; ++r) {
-    const std::span<const KeyRange> own = spans.row(geometry.row_id(b, g * group + r / q_len, r % q_len));
+    const index_t head = (heads.first + r / group_rows) * group + r % group_rows / q_len;
+    const std::span<const KeyRange> own = spans.row(geometry.row_id(b, head, r % group_rows % q_len));
     row_spans[static_cast<std::size_t>(r)] = own;
     cursor[static_cast<std::size_t>(r)] = static_cast<std::size_t>(
         std::partition_point(own.begin(), own.end(), [&](const KeyRange& s) { return s.end <= chunk.begin; }) -
         own.begin());
   }
-  std::fill(work.scores + rows * kStride, work.scores + padded_rows * kStride, 0.0f);
+  for (index_t h = 0; h < heads.count; ++h)
+    std::fill(head_scores(h) + group_rows * score_stride, head_scores(h + 1), 0.0f);  // padding rows
   work.softmax.reset(padded_rows);
 
   std::vector<BlockCoverage> coverage(static_cast<std::size_t>(rows));
   std::array<bool, kDecodeBlockKeys> needed{};
-  bool first_block = true;
-  const index_t key_stride = call.cache.key_stride(), cache_value_stride = call.cache.value_stride();
-  const index_t key_elements = head_dim / kValuesPerElement<E>, value_elements = value_dim / kValuesPerElement<E>;
+  std::vector<KeyRange> runs;  // the block's attended keys: runs of consecutive keys, each inside one page
+  const index_t sequence_end = geometry.lengths[static_cast<std::size_t>(b)];
   for (index_t j0 = chunk.begin, j1 = 0; j0 < chunk.end; j0 = j1) {
-    j1 = std::min({j0 + kDecodeBlockKeys, chunk.end, call.cache.page_end(j0)});
+    j1 = std::min(j0 + block_keys, chunk.end);
     const index_t keys = j1 - j0, columns = attnkit::detail::round_up(keys, kW);
     bool any = false, every = true;
     for (index_t r = 0; r < rows; ++r) {
@@ -106,7 +164,7 @@ template <class E>
     }
     if (!any) continue;
 
-    // The keys some row attends (all of them when every row attends the whole block).
+    // The keys some row attends (all of them when every row attends the whole block), as runs.
     std::fill(needed.begin(), needed.begin() + keys, every);
     if (!every) {
       for (index_t r = 0; r < rows; ++r) {
@@ -116,43 +174,32 @@ template <class E>
                     needed.begin() + (std::min(own[c].end, j1) - j0), true);
       }
     }
-
-    // Scores of the attended keys, a run of consecutive ones at a time; the other keys' columns
-    // excluded for every row. Prefetches are spread over the work, one row requested per row
-    // read (docs/architecture.md, "Decode": a burst for the whole block was slower than none):
-    // the next block's K rows (in this chunk, up to its page's end) while this block is scored,
-    // its V rows while this block's P V runs, so loads are in flight in both phases; the first
-    // block an item reads prefetches its own V rows, kPrefetchKeys rows at a time.
-    const E* first_key = call.cache.key(b, g, j0);
-    const E* first_value = call.cache.value(b, g, j0);
-    const index_t next_keys =
-        j1 < chunk.end ? std::min({j1 + kDecodeBlockKeys, chunk.end, call.cache.page_end(j1)}) - j1 : 0;
-    const simd::RowPrefetch<E> next_key_rows{next_keys > 0 ? call.cache.key(b, g, j1) : nullptr, key_stride, next_keys,
-                                             key_elements};
-    const simd::RowPrefetch<E> next_value_rows{next_keys > 0 ? call.cache.value(b, g, j1) : nullptr, cache_value_stride,
-                                               next_keys, value_elements};
-    const simd::RowPrefetch<E> own_value_rows{first_value, cache_value_stride, first_block ? keys : 0, value_elements};
-    first_block = false;
+    runs.clear();
     for (index_t c = 0; c < keys;) {
       if (!needed[static_cast<std::size_t>(c)]) {
-        for (index_t r = 0; r < rows; ++r) work.scores[r * kStride + c] = kExcluded;
+        for (index_t r = 0; r < rows; ++r) work.scores[softmax_row(r) * score_stride + c] = kExcluded;
         ++c;
         continue;
       }
+      const index_t page_end = call.cache.page_end(j0 + c) - j0;
       index_t end = c + 1;
-      while (end < keys && needed[static_cast<std::size_t>(end)]) ++end;
-      // One call for the run, or kPrefetchKeys keys at a time between the first block's bursts.
-      const index_t step = own_value_rows.count > 0 ? kPrefetchKeys : end - c;
-      for (index_t c0 = c; c0 < end; c0 += step) {
-        const index_t c1 = std::min(end, c0 + step);
-        own_value_rows.rows(c0, c1);
-        simd::key_dots(queries, call.query_stride, rows, first_key + c0 * key_stride, key_stride, c1 - c0, head_dim,
-                       work.scores + c0, kStride, next_key_rows.from(c0));
-      }
+      while (end < std::min(keys, page_end) && needed[static_cast<std::size_t>(end)]) ++end;
+      runs.push_back({j0 + c, j0 + end});
       c = end;
     }
+
+    // Scores of the attended keys; the K stream is followed by the block's V rows.
+    const auto block_values = [&] { return stream_rows(call, false, b, heads.first, runs.front().begin, j1); };
+    read_stream(call, true, b, heads, runs, j1, block_values,
+                [&](index_t h, index_t c0, index_t c1, const simd::RowPrefetch<E>& ahead) {
+                  const float* queries =
+                      call.queries + geometry.row_id(b, (heads.first + h) * group, 0) * call.query_stride;
+                  simd::key_dots(queries, call.query_stride, group_rows, call.cache.key(b, heads.first + h, c0),
+                                 call.cache.key_stride(), c1 - c0, head_dim, head_scores(h) + (c0 - j0), score_stride,
+                                 ahead);
+                });
     for (index_t r = 0; r < rows; ++r) {
-      float* row = work.scores + r * kStride;
+      float* row = work.scores + softmax_row(r) * score_stride;
       const BlockCoverage cover = coverage[static_cast<std::size_t>(r)];
       if (cover == BlockCoverage::kNone) {
         std::fill(row, row + keys, kExcluded);
@@ -167,37 +214,51 @@ template <class E>
       }
       std::fill(row + keys, row + columns, kExcluded);
     }
-    work.softmax.absorb_scores(work.scores, kStride, rows, columns);
+    for (index_t h = 0; h < heads.count; ++h)
+      work.softmax.absorb_scores(head_scores(h), score_stride, group_rows, columns, h * head_rows);
 
-    // V rows widened in registers when they hold whole vectors, else widened into L1 first.
-    if (value_dim == value_stride) {
-      if (every) {
-        work.softmax.accumulate_widened<simd::ZeroWeights::kMultiply>(work.scores, kStride, first_value,
-                                                                      cache_value_stride, padded_rows, keys,
-                                                                      value_stride / kW, true, next_value_rows);
-      } else {
-        work.softmax.accumulate_widened<simd::ZeroWeights::kSkip>(work.scores, kStride, first_value, cache_value_stride,
-                                                                  padded_rows, keys, value_stride / kW, true,
-                                                                  next_value_rows);
-      }
-      continue;
-    }
-    for (index_t c = 0; c < keys; ++c) {
-      if (!needed[static_cast<std::size_t>(c)]) continue;
-      float* widened = work.values + c * value_stride;
-      simd::widen_values(first_value + c * cache_value_stride, value_dim, widened);
-      std::fill(widened + value_dim, widened + value_stride, 0.0f);
-    }
-    const ValueRows<float> values{work.values, value_stride};
-    if (every) {
-      work.softmax.accumulate<simd::ZeroWeights::kMultiply>(work.scores, kStride, values, padded_rows, keys,
-                                                            value_stride / kW, true);
-    } else {
-      work.softmax.accumulate<simd::ZeroWeights::kSkip>(work.scores, kStride, values, padded_rows, keys,
-                                                        value_stride / kW, true);
-    }
+    // P V over the attended keys' V rows, followed by the next block's K rows (the next
+    // chunk's, after the chunk's last block: usually this thread's next item).
+    const auto next_keys = [&] {
+      return j1 < chunk.end ? stream_rows(call, true, b, heads.first, j1, chunk.end)
+                            : stream_rows(call, true, b, heads.first, chunk.end, sequence_end);
+    };
+    read_stream(call, false, b, heads, runs, j1, next_keys,
+                [&](index_t h, index_t c0, index_t c1, const simd::RowPrefetch<E>& ahead) {
+                  const index_t g = heads.first + h;
+                  const bool first_segment = c0 == runs.front().begin;
+                  if (value_dim == value_stride) {
+                    // V rows widened in registers when they hold whole vectors.
+                    const float* weights = head_scores(h) + (c0 - j0);
+                    const E* values = call.cache.value(b, g, c0);
+                    if (every) {
+                      work.softmax.accumulate_widened<simd::ZeroWeights::kMultiply>(
+                          weights, score_stride, values, call.cache.value_stride(), h * head_rows, head_rows, c1 - c0,
+                          value_stride / kW, first_segment, ahead);
+                    } else {
+                      work.softmax.accumulate_widened<simd::ZeroWeights::kSkip>(
+                          weights, score_stride, values, call.cache.value_stride(), h * head_rows, head_rows, c1 - c0,
+                          value_stride / kW, first_segment, ahead);
+                    }
+                    return;
+                  }
+                  // Else widened into L1 first, kWidenedRunKeys rows at a time.
+                  for (index_t w0 = c0; w0 < c1; w0 += DecodeWorkspace::kWidenedRunKeys) {
+                    const index_t w1 = std::min(c1, w0 + DecodeWorkspace::kWidenedRunKeys);
+                    for (index_t c = w0; c < w1; ++c) {
+                      float* widened = work.values + (c - w0) * value_stride;
+                      simd::widen_values(call.cache.value(b, g, c), value_dim, widened);
+                      std::fill(widened + value_dim, widened + value_stride, 0.0f);
+                    }
+                    const ValueRows<float> values{work.values, value_stride};
+                    work.softmax.accumulate<simd::ZeroWeights::kSkip>(head_scores(h) + (w0 - j0), score_stride, values,
+                                                                      head_rows, w1 - w0, value_stride / kW,
+                                                                      w0 == runs.front().begin, h * head_rows);
+                  }
+                });
   }
-  for (index_t r = 0; r < rows; ++r) out_lse[r] = work.softmax.finish_row(r, out_rows + r * value_dim, value_dim);
+  for (index_t r = 0; r < rows; ++r)
+    out_lse[r] = work.softmax.finish_row(softmax_row(r), out_rows + r * value_dim, value_dim);
 }
 
 }  // namespace attnkit::kernel

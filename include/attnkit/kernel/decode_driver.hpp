@@ -1,7 +1,8 @@
 #pragma once
 // The decode driver (SPEC.md section 13): every query row's attended keys from the pattern's
-// mask, work items of (sequence, kv head, chunk of keys) over the chunks some row attends,
-// one parallel region computing the items' partial results, then their merge in chunk order.
+// mask, work items of (sequence, kv head or all kv heads, chunk of keys) over the chunks some
+// row attends, one parallel region computing the items' partial results, then their merge in
+// chunk order.
 
 #include <algorithm>
 #include <limits>
@@ -57,37 +58,39 @@ DecodeSpans decode_spans(const P& pattern, const DecodeGeometry& call) {
   return result;
 }
 
-/// One work item: the group rows of kv head `kv_head` in sequence b against key chunk `chunk`.
+/// One work item: the group rows of kv heads `heads` in sequence b against key chunk `chunk`.
 struct DecodeItem {
   index_t b;
-  index_t kv_head;
+  HeadRange heads;
   index_t chunk;
 };
 
-/// The work items of a call, over the chunks holding a key some row of the group attends (a
-/// window of 4096 keys over a 131072-key cache makes 9 items per kv head, not 256), in order
-/// of (sequence, kv head, chunk); first[b * Hk + g] is the first item of (b, g), first's
-/// last entry the item count.
+/// The work items of a call, over the chunks holding a key some row of the items' groups
+/// attends (a window of 4096 keys over a 131072-key cache makes 9 items per head range, not
+/// 256), in order of (sequence, head range, chunk); head ranges of heads_per_item heads (1 or
+/// Hk); first[b * ranges + range] is the first item of (b, range), first's last entry the item
+/// count.
 struct DecodeItems {
+  index_t heads_per_item;
   std::vector<DecodeItem> items;
   std::vector<index_t> first;
 };
 
-inline DecodeItems decode_items(const DecodeGeometry& call, const DecodeSpans& spans) {
-  DecodeItems result;
+inline DecodeItems decode_items(const DecodeGeometry& call, const DecodeSpans& spans, index_t heads_per_item) {
+  DecodeItems result{heads_per_item, {}, {}};
   std::vector<char> touched;
   for (index_t b = 0; b < call.batch; ++b) {
     const index_t chunks = attnkit::detail::ceil_div(call.lengths[static_cast<std::size_t>(b)], kDecodeChunkKeys);
-    for (index_t g = 0; g < call.kv_heads; ++g) {
+    for (index_t g = 0; g < call.kv_heads; g += heads_per_item) {
       result.first.push_back(static_cast<index_t>(result.items.size()));
       touched.assign(static_cast<std::size_t>(chunks), 0);
-      for (index_t h = g * call.group(); h < (g + 1) * call.group(); ++h)
+      for (index_t h = g * call.group(); h < (g + heads_per_item) * call.group(); ++h)
         for (index_t i = 0; i < call.q_len; ++i)
           for (const KeyRange& span : spans.row(call.row_id(b, h, i)))
             std::fill(touched.begin() + span.begin / kDecodeChunkKeys,
                       touched.begin() + (span.end - 1) / kDecodeChunkKeys + 1, 1);
       for (index_t c = 0; c < chunks; ++c)
-        if (touched[static_cast<std::size_t>(c)] != 0) result.items.push_back(DecodeItem{b, g, c});
+        if (touched[static_cast<std::size_t>(c)] != 0) result.items.push_back(DecodeItem{b, {g, heads_per_item}, c});
     }
   }
   result.first.push_back(static_cast<index_t>(result.items.size()));
@@ -105,7 +108,8 @@ void run_decode(const DecodeGeometry& geometry, const attnkit::detail::CacheRows
                 const TensorView<const Q>& q, const TensorView<Out>& out, const TensorView<float>* lse, float scale,
                 int threads, const DecodeSpans& spans) {
   const index_t rows = geometry.group_rows(), value_dim = geometry.value_dim, head_dim = geometry.head_dim;
-  const DecodeItems work = decode_items(geometry, spans);
+  const index_t heads_per_item = cache.heads_share_pages() ? geometry.kv_heads : 1;
+  const DecodeItems work = decode_items(geometry, spans, heads_per_item);
 
   // Every query row widened, scaled by sigma log2(e), zero past D.
   const index_t query_stride = attnkit::detail::round_up(head_dim, static_cast<index_t>(simd::kWidth<float>));
@@ -115,8 +119,9 @@ void run_decode(const DecodeGeometry& geometry, const attnkit::detail::CacheRows
   const DecodeCall<E> call{geometry, cache, queries, query_stride};
   const float q_scale = scale * kLog2e<float>;
 
-  // Slot of item k: [rows x Dv] partial rows, then [rows] lse.
-  const index_t slot = rows * (value_dim + 1);
+  // Slot of item k: [item rows x Dv] partial rows, then [item rows] lse; item rows are the
+  // group rows of its heads_per_item heads, head by head.
+  const index_t item_rows = heads_per_item * rows, slot = item_rows * (value_dim + 1);
   float* partials = attnkit::detail::thread_scratch<struct DecodePartialsTag, float>(
       std::max<index_t>(1, static_cast<index_t>(work.items.size()) * slot));
   parallel::parallel_region(threads, [&](parallel::Team& team) {
@@ -133,17 +138,21 @@ void run_decode(const DecodeGeometry& geometry, const attnkit::detail::CacheRows
       const index_t length = geometry.lengths[static_cast<std::size_t>(item.b)];
       const KeyRange chunk{item.chunk * kDecodeChunkKeys, std::min(length, (item.chunk + 1) * kDecodeChunkKeys)};
       float* own = partials + k * slot;
-      decode_chunk(call, spans, item.b, item.kv_head, chunk, own, own + rows * value_dim);
+      decode_chunk(call, spans, item.b, item.heads, chunk, own, own + item_rows * value_dim);
     });
     team.for_each_static(geometry.batch * geometry.kv_heads, [&](index_t group_index) {
       const index_t b = group_index / geometry.kv_heads, g = group_index % geometry.kv_heads;
       float* merged = attnkit::detail::thread_scratch<struct DecodeMergeTag, float>(value_dim);
+      // The items of g's head range, and g's rows in their slots.
+      const index_t range = b * (geometry.kv_heads / heads_per_item) + g / heads_per_item;
+      const index_t first_row = g % heads_per_item * rows;
       for (index_t r = 0; r < rows; ++r) {
         float row_lse = -std::numeric_limits<float>::infinity();
-        for (index_t k = work.first[static_cast<std::size_t>(group_index)];
-             k < work.first[static_cast<std::size_t>(group_index) + 1]; ++k) {
+        for (index_t k = work.first[static_cast<std::size_t>(range)]; k < work.first[static_cast<std::size_t>(range) + 1];
+             ++k) {
           const float* own = partials + k * slot;
-          row_lse = merge_partial(merged, row_lse, own + r * value_dim, own[rows * value_dim + r], value_dim);
+          row_lse = merge_partial(merged, row_lse, own + (first_row + r) * value_dim,
+                                  own[item_rows * value_dim + first_row + r], value_dim);
         }
         if (row_lse == -std::numeric_limits<float>::infinity()) std::fill(merged, merged + value_dim, 0.0f);
         const index_t h = g * geometry.group() + r / geometry.q_len, i = r % geometry.q_len;

@@ -43,40 +43,44 @@ class OnlineSoftmax {
   }
 
   /// Turns rows [0, rows) of the score tile into weights 2^(s - m_new) in place and updates
-  /// max and sum. `scores` is [rows x score_stride]; columns [0, columns) are read, columns is
+  /// the max and sum of rows [first_row, first_row + rows). `scores` is [rows x score_stride]; columns [0, columns) are read, columns is
   /// a multiple of the vector width and excluded entries hold -inf. The -inf guard of SPEC.md
   /// section 1: while a row has seen only -inf, 0 stands in for m_new and the rescale is 0.
-  void absorb_scores(T* scores, index_t score_stride, index_t rows, index_t columns) {
+  void absorb_scores(T* scores, index_t score_stride, index_t rows, index_t columns, index_t first_row = 0) {
+    T *max = max_ + first_row, *new_max = new_max_ + first_row, *sum = sum_ + first_row;
     for (index_t r = 0; r < rows; ++r)
-      new_max_[r] = std::max(max_[r], simd::row_max(scores + r * score_stride, columns));
-    simd::rescale_factors(max_, new_max_, rescale_, rows);
+      new_max[r] = std::max(max[r], simd::row_max(scores + r * score_stride, columns));
+    simd::rescale_factors(max, new_max, rescale_ + first_row, rows);
     for (index_t r = 0; r < rows; ++r) {
-      const T shift = new_max_[r] == -kInf ? T(0) : new_max_[r];
-      sum_[r] = sum_[r] * rescale_[r] + simd::exp2_shifted_sum(scores + r * score_stride, columns, shift);
-      max_[r] = new_max_[r];
+      const T shift = new_max[r] == -kInf ? T(0) : new_max[r];
+      sum[r] = sum[r] * rescale_[first_row + r] + simd::exp2_shifted_sum(scores + r * score_stride, columns, shift);
+      max[r] = new_max[r];
     }
   }
 
   /// O~ = rescale * O~ + P V over `keys` value rows (see simd::accumulate_values), for the
   /// first key segment of the absorbed scores; later segments (`first_segment` false) add
-  /// P V to O~ as it is.
+  /// P V to O~ as it is. Rows [first_row, first_row + padded_rows) of O~ (first_row a
+  /// multiple of simd::kValueRowBlock; `weights` points at row first_row's).
   template <simd::ZeroWeights kZero>
   void accumulate(const T* weights, index_t weight_stride, const ValueRows<T>& values, index_t padded_rows,
-                  index_t keys, index_t value_vectors, bool first_segment) {
-    simd::accumulate_values<T, kZero>(acc_, value_stride_, first_segment ? rescale_ : nullptr, weights, weight_stride,
+                  index_t keys, index_t value_vectors, bool first_segment, index_t first_row = 0) {
+    simd::accumulate_values<T, kZero>(acc_ + first_row * value_stride_, value_stride_,
+                                      first_segment ? rescale_ + first_row : nullptr, weights, weight_stride,
                                       values.rows, values.stride, padded_rows, keys, value_vectors);
   }
 
   /// accumulate for `keys` value rows of a KV cache's element type E (value_row_stride elements
-  /// apart, value_vectors whole vectors each), widened in registers (simd/widened_values.hpp).
+  /// apart, value_vectors whole vectors each), widened in registers (simd/widened_values.hpp),
+  /// into rows [first_row, first_row + padded_rows) of O~.
   template <simd::ZeroWeights kZero, class E>
   void accumulate_widened(const T* weights, index_t weight_stride, const E* values, index_t value_row_stride,
-                          index_t padded_rows, index_t keys, index_t value_vectors, bool first_segment,
-                          const simd::RowPrefetch<E>& ahead = {}) {
+                          index_t first_row, index_t padded_rows, index_t keys, index_t value_vectors,
+                          bool first_segment, const simd::RowPrefetch<E>& ahead = {}) {
     static_assert(std::is_same_v<T, float>, "cache rows widen to float");
-    simd::accumulate_widened_values<E, kZero>(acc_, value_stride_, first_segment ? rescale_ : nullptr, weights,
-                                              weight_stride, values, value_row_stride, padded_rows, keys, value_vectors,
-                                              ahead);
+    simd::accumulate_widened_values<E, kZero>(acc_ + first_row * value_stride_, value_stride_,
+                                              first_segment ? rescale_ + first_row : nullptr, weights, weight_stride,
+                                              values, value_row_stride, padded_rows, keys, value_vectors, ahead);
   }
 
   /// Row r's output O~ / l (or zeros for an empty row, l = 0) into out[0, value_dim), and its
