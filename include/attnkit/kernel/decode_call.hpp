@@ -15,9 +15,10 @@ namespace attnkit::kernel {
 /// count, and the chunks' partial results merge in chunk order (SPEC.md section 13), so the
 /// result is the same bits for every thread count and batch composition. 2048 keys of a
 /// D = 128 float cache are 1 MiB of K: a 131072-token context gives 64 chunks per kv head
-/// (enough to balance two threads on one kv head), a 4096-token one 2. An item's first block
-/// is read without a prefetch ahead of it; with chunks of 512 that was one block in 8, and
-/// float16 decode over memory ran 4-8% slower (docs/architecture.md, "Decode over KV caches").
+/// (enough to balance two threads on one kv head), a 4096-token one 2. With chunks of 512,
+/// whose first block had nothing prefetched ahead of it, float16 decode over memory ran 4-8%
+/// slower (docs/architecture.md, "Decode over KV caches"); an item's last block now prefetches
+/// the next chunk's first K rows.
 inline constexpr index_t kDecodeChunkKeys = 2048;
 
 /// The sizes of a decode call: query row i of sequence b (of B) sits at position

@@ -28,15 +28,25 @@
 namespace attnkit::kernel {
 
 /// Keys per softmax block inside a chunk, at most: scores of every row for these keys (one
-/// stream of K rows), one online softmax update, then P V (one stream of V rows). K and V
-/// alternating every 64 keys read a float16 cache at 0.85 of the linear read probe, every 512
-/// keys at 0.92-0.97 (docs/architecture.md, "Decode over KV caches"). Fewer keys when the
-/// group has many rows: the block's scores stay within kDecodeBlockScores floats.
+/// stream of K rows), one online softmax update, then P V (one stream of V rows). A read probe
+/// alternating between K and V every 64 rows of a float16 cache ran at 0.85 of the linear
+/// probe, every 256 rows at 0.92, every 1024 at 0.97 (docs/architecture.md, "Decode over KV
+/// caches"). Fewer keys when the item has many rows: its scores stay within kDecodeBlockScores
+/// floats.
 inline constexpr index_t kDecodeBlockKeys = 512;
 inline constexpr index_t kDecodeBlockScores = 16384;
 
-/// Rows a stream is prefetched ahead of the row being read: 4 KiB of a float16 cache at D = 128.
-inline constexpr index_t kDecodePrefetchRows = 16;
+/// How far a stream is prefetched ahead of the row being read: 8 KiB of rows (16 rows of a
+/// float cache at D = 128, 32 of float16, 60 of 8-bit blocks). On an AMD EPYC family 26, one
+/// thread, 32768 keys: float read best 8-16 rows ahead (0.65 of the probe; 32 rows 0.62, 64
+/// rows 0.59), float16 32-64 rows ahead (0.71-0.72; 8 rows 0.66, 16 rows 0.68).
+inline constexpr index_t kDecodePrefetchBytes = 8192;
+
+/// kDecodePrefetchBytes in rows of `elements` elements of E.
+template <class E>
+index_t decode_prefetch_rows(index_t elements) {
+  return std::max<index_t>(1, kDecodePrefetchBytes / (elements * static_cast<index_t>(sizeof(E))));
+}
 
 /// The keys of a block for a group of padded_rows rows: a multiple of 64 in [64, kDecodeBlockKeys].
 inline index_t decode_block_keys(index_t padded_rows) {
@@ -62,40 +72,42 @@ struct DecodeWorkspace {
 
 /// The rows of one (sequence, kv head)'s K or V stream that a kernel prefetches while it reads
 /// earlier ones: up to `count` rows from key `from` on, inside from's page and before `limit`
-/// (none when from >= limit).
+/// (none when from >= limit); count 0 stands for the prefetch distance, decode_prefetch_rows.
 template <class E>
 simd::RowPrefetch<E> stream_rows(const DecodeCall<E>& call, bool keys, index_t b, index_t g, index_t from,
-                                 index_t limit, index_t count = kDecodePrefetchRows) {
+                                 index_t limit, index_t count = 0) {
   if (from >= limit) return {};
-  count = std::min({count, limit - from, call.cache.page_end(from) - from});
   const DecodeGeometry& geometry = call.geometry;
-  if (keys)
-    return {call.cache.key(b, g, from), call.cache.key_stride(), count, geometry.head_dim / kValuesPerElement<E>};
-  return {call.cache.value(b, g, from), call.cache.value_stride(), count, geometry.value_dim / kValuesPerElement<E>};
+  const index_t elements = (keys ? geometry.head_dim : geometry.value_dim) / kValuesPerElement<E>;
+  if (count == 0) count = decode_prefetch_rows<E>(elements);
+  count = std::min({count, limit - from, call.cache.page_end(from) - from});
+  if (keys) return {call.cache.key(b, g, from), call.cache.key_stride(), count, elements};
+  return {call.cache.value(b, g, from), call.cache.value_stride(), count, elements};
 }
 
 /// Calls read(h, c0, c1, ahead) over the keys of `runs` (absolute keys before `limit`, sorted,
 /// each inside one page) for each head h of `heads` in turn (run by run, head by head: one
-/// stream of rows), split so that before key c is read the row kDecodePrefetchRows reads later
+/// stream of rows), split so that before key c is read the row decode_prefetch_rows reads later
 /// is prefetched: a row of the same run and head, else of the next head's run, else of the
 /// next run, else of following() (the stream read next: the block's V rows, the next block's
 /// K rows).
 template <class E, class Following, class Read>
 void read_stream(const DecodeCall<E>& call, bool keys, index_t b, HeadRange heads, std::span<const KeyRange> runs,
                  index_t limit, const Following& following, const Read& read) {
-  constexpr index_t kAhead = kDecodePrefetchRows;
+  const index_t ahead_rows =
+      decode_prefetch_rows<E>((keys ? call.geometry.head_dim : call.geometry.value_dim) / kValuesPerElement<E>);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const KeyRange run = runs[i];
-    const index_t split = std::max(run.begin, run.end - kAhead);
+    const index_t split = std::max(run.begin, run.end - ahead_rows);
     for (index_t h = 0; h < heads.count; ++h) {
       const index_t g = heads.first + h;
       if (split > run.begin)
-        read(h, run.begin, split, stream_rows(call, keys, b, g, run.begin + kAhead, run.end, split - run.begin));
+        read(h, run.begin, split, stream_rows(call, keys, b, g, run.begin + ahead_rows, run.end, split - run.begin));
       const simd::RowPrefetch<E> after =
           h + 1 < heads.count ? stream_rows(call, keys, b, g + 1, run.begin, limit)
           : i + 1 < runs.size() ? stream_rows(call, keys, b, heads.first, runs[i + 1].begin, limit)
                                 : following();
-      read(h, split, run.end, after.from(split + kAhead - run.end));
+      read(h, split, run.end, after.from(split + ahead_rows - run.end));
     }
   }
 }
@@ -108,7 +120,7 @@ void read_stream(const DecodeCall<E>& call, bool keys, index_t b, HeadRange head
 /// by page, each page head by head), then their P V (its V rows in one pass); a block no row
 /// attends is not read, a key no row attends is not read, and keys a row does not attend are
 /// excluded by selection (SPEC.md section 0), never multiplied. Each stream is prefetched
-/// kDecodePrefetchRows rows ahead of its reads, across runs, heads and pages, from the block's
+/// kDecodePrefetchBytes ahead of its reads, across runs, heads and pages, from the block's
 /// K rows to its V rows and to the next block's K rows.
 template <class E>
 [[gnu::noinline]] void decode_chunk(const DecodeCall<E>& call, const DecodeSpans& spans, index_t b, HeadRange heads,
