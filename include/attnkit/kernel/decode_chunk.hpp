@@ -72,14 +72,13 @@ struct DecodeWorkspace {
 
 /// The rows of one (sequence, kv head)'s K or V stream that a kernel prefetches while it reads
 /// earlier ones: up to `count` rows from key `from` on, inside from's page and before `limit`
-/// (none when from >= limit); count 0 stands for the prefetch distance, decode_prefetch_rows.
+/// (none when from >= limit).
 template <class E>
 simd::RowPrefetch<E> stream_rows(const DecodeCall<E>& call, bool keys, index_t b, index_t g, index_t from,
-                                 index_t limit, index_t count = 0) {
+                                 index_t limit, index_t count) {
   if (from >= limit) return {};
   const DecodeGeometry& geometry = call.geometry;
   const index_t elements = (keys ? geometry.head_dim : geometry.value_dim) / kValuesPerElement<E>;
-  if (count == 0) count = decode_prefetch_rows<E>(elements);
   count = std::min({count, limit - from, call.cache.page_end(from) - from});
   if (keys) return {call.cache.key(b, g, from), call.cache.key_stride(), count, elements};
   return {call.cache.value(b, g, from), call.cache.value_stride(), count, elements};
@@ -87,15 +86,13 @@ simd::RowPrefetch<E> stream_rows(const DecodeCall<E>& call, bool keys, index_t b
 
 /// Calls read(h, c0, c1, ahead) over the keys of `runs` (absolute keys before `limit`, sorted,
 /// each inside one page) for each head h of `heads` in turn (run by run, head by head: one
-/// stream of rows), split so that before key c is read the row decode_prefetch_rows reads later
-/// is prefetched: a row of the same run and head, else of the next head's run, else of the
-/// next run, else of following() (the stream read next: the block's V rows, the next block's
-/// K rows).
+/// stream of rows), split so that before key c is read the row ahead_rows reads later is
+/// prefetched: a row of the same run and head, else of the next head's run, else of the next
+/// run, else of following() (the stream read next: the block's V rows, the next block's K
+/// rows).
 template <class E, class Following, class Read>
 void read_stream(const DecodeCall<E>& call, bool keys, index_t b, HeadRange heads, std::span<const KeyRange> runs,
-                 index_t limit, const Following& following, const Read& read) {
-  const index_t ahead_rows =
-      decode_prefetch_rows<E>((keys ? call.geometry.head_dim : call.geometry.value_dim) / kValuesPerElement<E>);
+                 index_t limit, index_t ahead_rows, const Following& following, const Read& read) {
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const KeyRange run = runs[i];
     const index_t split = std::max(run.begin, run.end - ahead_rows);
@@ -104,8 +101,8 @@ void read_stream(const DecodeCall<E>& call, bool keys, index_t b, HeadRange head
       if (split > run.begin)
         read(h, run.begin, split, stream_rows(call, keys, b, g, run.begin + ahead_rows, run.end, split - run.begin));
       const simd::RowPrefetch<E> after =
-          h + 1 < heads.count ? stream_rows(call, keys, b, g + 1, run.begin, limit)
-          : i + 1 < runs.size() ? stream_rows(call, keys, b, heads.first, runs[i + 1].begin, limit)
+          h + 1 < heads.count   ? stream_rows(call, keys, b, g + 1, run.begin, limit, ahead_rows)
+          : i + 1 < runs.size() ? stream_rows(call, keys, b, heads.first, runs[i + 1].begin, limit, ahead_rows)
                                 : following();
       read(h, split, run.end, after.from(split + ahead_rows - run.end));
     }
@@ -135,6 +132,8 @@ template <class E>
   const index_t head_dim = geometry.head_dim, value_dim = geometry.value_dim;
   const index_t value_stride = attnkit::detail::round_up(value_dim, kW);
   const index_t block_keys = decode_block_keys(padded_rows), score_stride = block_keys;
+  const index_t key_ahead = decode_prefetch_rows<E>(head_dim / kValuesPerElement<E>);
+  const index_t value_ahead = decode_prefetch_rows<E>(value_dim / kValuesPerElement<E>);
   DecodeWorkspace work(padded_rows, block_keys, value_stride);
   const auto softmax_row = [&](index_t r) { return r / group_rows * head_rows + r % group_rows; };
   const auto head_scores = [&](index_t h) { return work.scores + h * head_rows * score_stride; };
@@ -201,15 +200,16 @@ template <class E>
     }
 
     // Scores of the attended keys; the K stream is followed by the block's V rows.
-    const auto block_values = [&] { return stream_rows(call, false, b, heads.first, runs.front().begin, j1); };
-    read_stream(call, true, b, heads, runs, j1, block_values,
-                [&](index_t h, index_t c0, index_t c1, const simd::RowPrefetch<E>& ahead) {
-                  const float* queries =
-                      call.queries + geometry.row_id(b, (heads.first + h) * group, 0) * call.query_stride;
-                  simd::key_dots(queries, call.query_stride, group_rows, call.cache.key(b, heads.first + h, c0),
-                                 call.cache.key_stride(), c1 - c0, head_dim, head_scores(h) + (c0 - j0), score_stride,
-                                 ahead);
-                });
+    const auto block_values = [&] {
+      return stream_rows(call, false, b, heads.first, runs.front().begin, j1, value_ahead);
+    };
+    read_stream(
+        call, true, b, heads, runs, j1, key_ahead, block_values,
+        [&](index_t h, index_t c0, index_t c1, const simd::RowPrefetch<E>& ahead) {
+          const float* queries = call.queries + geometry.row_id(b, (heads.first + h) * group, 0) * call.query_stride;
+          simd::key_dots(queries, call.query_stride, group_rows, call.cache.key(b, heads.first + h, c0),
+                         call.cache.key_stride(), c1 - c0, head_dim, head_scores(h) + (c0 - j0), score_stride, ahead);
+        });
     for (index_t r = 0; r < rows; ++r) {
       float* row = work.scores + softmax_row(r) * score_stride;
       const BlockCoverage cover = coverage[static_cast<std::size_t>(r)];
@@ -232,25 +232,26 @@ template <class E>
     // P V over the attended keys' V rows, followed by the next block's K rows (the next
     // chunk's, after the chunk's last block: usually this thread's next item).
     const auto next_keys = [&] {
-      return j1 < chunk.end ? stream_rows(call, true, b, heads.first, j1, chunk.end)
-                            : stream_rows(call, true, b, heads.first, chunk.end, sequence_end);
+      return j1 < chunk.end ? stream_rows(call, true, b, heads.first, j1, chunk.end, key_ahead)
+                            : stream_rows(call, true, b, heads.first, chunk.end, sequence_end, key_ahead);
     };
-    read_stream(call, false, b, heads, runs, j1, next_keys,
+    read_stream(call, false, b, heads, runs, j1, value_ahead, next_keys,
                 [&](index_t h, index_t c0, index_t c1, const simd::RowPrefetch<E>& ahead) {
                   const index_t g = heads.first + h;
                   const bool first_segment = c0 == runs.front().begin;
                   if (value_dim == value_stride) {
-                    // V rows widened in registers when they hold whole vectors.
-                    const float* weights = head_scores(h) + (c0 - j0);
-                    const E* values = call.cache.value(b, g, c0);
+                    // V rows widened in registers when they hold whole vectors; zero weights
+                    // multiplied when every row attends the whole block (none are zero then).
+                    const auto widened = [&]<simd::ZeroWeights kZero>() {
+                      work.softmax.accumulate_widened<kZero>(head_scores(h) + (c0 - j0), score_stride,
+                                                             call.cache.value(b, g, c0), call.cache.value_stride(),
+                                                             h * head_rows, head_rows, c1 - c0, value_stride / kW,
+                                                             first_segment, ahead);
+                    };
                     if (every) {
-                      work.softmax.accumulate_widened<simd::ZeroWeights::kMultiply>(
-                          weights, score_stride, values, call.cache.value_stride(), h * head_rows, head_rows, c1 - c0,
-                          value_stride / kW, first_segment, ahead);
+                      widened.template operator()<simd::ZeroWeights::kMultiply>();
                     } else {
-                      work.softmax.accumulate_widened<simd::ZeroWeights::kSkip>(
-                          weights, score_stride, values, call.cache.value_stride(), h * head_rows, head_rows, c1 - c0,
-                          value_stride / kW, first_segment, ahead);
+                      widened.template operator()<simd::ZeroWeights::kSkip>();
                     }
                     return;
                   }

@@ -148,8 +148,8 @@ void run_decode(const DecodeGeometry& geometry, const attnkit::detail::CacheRows
       const index_t first_row = g % heads_per_item * rows;
       for (index_t r = 0; r < rows; ++r) {
         float row_lse = -std::numeric_limits<float>::infinity();
-        for (index_t k = work.first[static_cast<std::size_t>(range)]; k < work.first[static_cast<std::size_t>(range) + 1];
-             ++k) {
+        for (index_t k = work.first[static_cast<std::size_t>(range)];
+             k < work.first[static_cast<std::size_t>(range) + 1]; ++k) {
           const float* own = partials + k * slot;
           row_lse = merge_partial(merged, row_lse, own + (first_row + r) * value_dim,
                                   own[item_rows * value_dim + first_row + r], value_dim);

@@ -43,17 +43,18 @@ class OnlineSoftmax {
   }
 
   /// Turns rows [0, rows) of the score tile into weights 2^(s - m_new) in place and updates
-  /// the max and sum of rows [first_row, first_row + rows). `scores` is [rows x score_stride]; columns [0, columns) are read, columns is
-  /// a multiple of the vector width and excluded entries hold -inf. The -inf guard of SPEC.md
-  /// section 1: while a row has seen only -inf, 0 stands in for m_new and the rescale is 0.
+  /// the max and sum of rows [first_row, first_row + rows). `scores` is [rows x score_stride];
+  /// columns [0, columns) are read, columns is a multiple of the vector width and excluded
+  /// entries hold -inf. The -inf guard of SPEC.md section 1: while a row has seen only -inf, 0
+  /// stands in for m_new and the rescale is 0.
   void absorb_scores(T* scores, index_t score_stride, index_t rows, index_t columns, index_t first_row = 0) {
     T *max = max_ + first_row, *new_max = new_max_ + first_row, *sum = sum_ + first_row;
-    for (index_t r = 0; r < rows; ++r)
-      new_max[r] = std::max(max[r], simd::row_max(scores + r * score_stride, columns));
-    simd::rescale_factors(max, new_max, rescale_ + first_row, rows);
+    T* rescale = rescale_ + first_row;
+    for (index_t r = 0; r < rows; ++r) new_max[r] = std::max(max[r], simd::row_max(scores + r * score_stride, columns));
+    simd::rescale_factors(max, new_max, rescale, rows);
     for (index_t r = 0; r < rows; ++r) {
       const T shift = new_max[r] == -kInf ? T(0) : new_max[r];
-      sum[r] = sum[r] * rescale_[first_row + r] + simd::exp2_shifted_sum(scores + r * score_stride, columns, shift);
+      sum[r] = sum[r] * rescale[r] + simd::exp2_shifted_sum(scores + r * score_stride, columns, shift);
       max[r] = new_max[r];
     }
   }
