@@ -3,6 +3,7 @@
 // registers (decode's scores: every key is read once from memory and used by every query row
 // of its GQA group).
 
+#include <algorithm>
 #include <cstddef>
 #include <type_traits>
 
@@ -27,81 +28,103 @@ Batch<float> load_widened_tail(const E* key, index_t d, index_t head_dim) {
   return Batch<float>::load_aligned(lanes);
 }
 
-/// The dot products of kRows query rows with kKeys consecutive keys (key_stride elements
-/// apart), one accumulator per pair, all summed by one parallel reduction (simd::lane_sums).
-/// Key by key, each key's vectors in address order: a tile reading the keys' d-th vectors in
-/// turn (four rows 512 bytes apart for a float cache) streamed from memory at half the read
-/// probe's speed (docs/architecture.md, "Decode over KV caches").
-/// Row k of `ahead` is prefetched before key k is read. Inlined into the loop over keys: as a
-/// call per tile its prologue and spills cost as much as the FMAs.
+/// kCount consecutive vectors of a key row from value d on, widened to floats (d a multiple of
+/// 32 for 8-bit blocks, whose scale is then converted once per block, not once per vector).
+template <index_t kCount, class E>
+[[gnu::always_inline]] inline void load_key_vectors(const E* key, index_t d, Batch<float> (&vectors)[kCount]) {
+  constexpr index_t kW = static_cast<index_t>(kWidth<float>);
+  if constexpr (std::is_same_v<E, q8_0_block>) {
+    Batch<float> scale;
+    for (index_t c = 0; c < kCount; ++c) {
+      if (c * kW % static_cast<index_t>(q8_0_block::kValues) == 0) scale = q8_scale(key, d + c * kW);
+      vectors[c] = load_q8_values(key, d + c * kW) * scale;
+    }
+  } else {
+    for (index_t c = 0; c < kCount; ++c) vectors[c] = load_widened(key, d + c * kW);
+  }
+}
+
+/// Vectors of the first key of a tile held in registers at once: 8 (a whole float row of 128
+/// values) with AVX-512's 32 registers, next to 8 accumulators, a vector of the second key and
+/// a query vector; 4 with 16 registers.
+inline constexpr index_t kHeldKeyVectors = kVectorRegisters<float> >= 32 ? 8 : 4;
+
+/// The dot products of kRows query rows with kKeys (1 or 2) consecutive keys (key_stride
+/// elements apart), one accumulator per pair, all summed by one parallel reduction
+/// (simd::lane_sums). Both keys are read in address order: kHeldKeyVectors vectors of the
+/// first key into registers, then the same vectors of the second one a vector at a time, each
+/// query vector loaded once for the FMAs of both keys. Against a key at a time, two keys halve
+/// the query loads (the scores were bound by two loads per cycle: a key vector and a query
+/// vector per FMA) and the reductions per key; a tile reading 4 keys' d-th vectors in turn
+/// (rows 512 bytes apart for a float cache) streamed from memory at half the read probe's
+/// speed (docs/architecture.md, "Decode over KV caches"). Rows 0 and 1 of `ahead` are
+/// prefetched before the keys are read. Inlined into the loop over keys: as a call per tile
+/// its prologue and spills cost as much as the FMAs.
 template <index_t kRows, index_t kKeys, class E>
 [[gnu::always_inline]] inline void key_dots_tile(const float* queries, index_t query_stride, const E* keys,
                                                  index_t key_stride, index_t head_dim, float* scores,
                                                  index_t score_stride, const RowPrefetch<E>& ahead) {
+  static_assert(kKeys == 1 || kKeys == 2, "a tile holds one key or two");
   constexpr index_t kW = static_cast<index_t>(kWidth<float>);
-  constexpr index_t kPairs = kRows * kKeys;
-  // 8-bit blocks a block at a time (their rows hold whole blocks): each key's float16 scale
-  // converted once per block, not once per vector.
-  constexpr bool kBlocks = std::is_same_v<E, q8_0_block>;
-  constexpr index_t kStep = kBlocks ? static_cast<index_t>(q8_0_block::kValues) : kW;
+  // Vectors loaded together: an 8-bit block's (one scale), else one.
+  constexpr index_t kGroup =
+      std::is_same_v<E, q8_0_block> ? static_cast<index_t>(q8_0_block::kValues) / kW : index_t{1};
+  constexpr index_t kHeld = std::max(kHeldKeyVectors, kGroup);  // whole blocks (8 vectors with SSE)
   const index_t whole = head_dim - head_dim % kW;
-  Batch<float> acc[kPairs];
-  for (index_t k = 0; k < kKeys; ++k) {
-    ahead.rows(k, k + 1);
-    const E* key = keys + k * key_stride;
-    Batch<float>* pair = acc + k * kRows;  // the accumulators of key k, one per row
-    for (index_t r = 0; r < kRows; ++r) pair[r] = Batch<float>(0.0f);
-    for (index_t d0 = 0; d0 < whole; d0 += kStep) {
-      [[maybe_unused]] Batch<float> scale;
-      if constexpr (kBlocks) scale = q8_scale(key, d0);
-      for (index_t e = 0; e < kStep; e += kW) {
-        const index_t d = d0 + e;
-        Batch<float> values;
-        if constexpr (kBlocks) {
-          values = load_q8_values(key, d) * scale;
-        } else {
-          values = load_widened(key, d);
+  const E* second = keys + key_stride;
+  Batch<float> acc[kKeys * kRows];  // acc[k * kRows + r]: key k, query row r
+  for (Batch<float>& a : acc) a = Batch<float>(0.0f);
+  ahead.rows(0, kKeys);
+  index_t d0 = 0;
+  const auto span = [&]<index_t kSpan>(std::integral_constant<index_t, kSpan>) {
+    Batch<float> held[kSpan];
+    load_key_vectors(keys, d0, held);
+    for (Batch<float>& h : held) keep_in_register(h);
+    for (index_t g = 0; g < kSpan; g += kGroup) {
+      [[maybe_unused]] Batch<float> streamed[kGroup];
+      if constexpr (kKeys == 2) load_key_vectors(second, d0 + g * kW, streamed);
+      for (index_t e = 0; e < kGroup; ++e) {
+        const index_t d = d0 + (g + e) * kW;
+        for (index_t r = 0; r < kRows; ++r) {
+          Batch<float> query = Batch<float>::load_unaligned(queries + r * query_stride + d);
+          // Loaded once for both keys; for one key an operand of its FMA.
+          if constexpr (kKeys == 2) keep_in_register(query);
+          acc[r] = fma(query, held[g + e], acc[r]);
+          if constexpr (kKeys == 2) acc[kRows + r] = fma(query, streamed[e], acc[kRows + r]);
         }
-        keep_in_register(values);
-        // Query vectors are read from L1 by each FMA (operands, not registers).
-        for (index_t r = 0; r < kRows; ++r)
-          pair[r] = fma(Batch<float>::load_unaligned(queries + r * query_stride + d), values, pair[r]);
       }
     }
-    if (whole < head_dim) {
-      const Batch<float> values = load_widened_tail(key, whole, head_dim);
-      for (index_t r = 0; r < kRows; ++r)
-        pair[r] = fma(Batch<float>::load_unaligned(queries + r * query_stride + whole), values, pair[r]);
+    d0 += kSpan * kW;
+  };
+  while (d0 + kHeld * kW <= whole) span(std::integral_constant<index_t, kHeld>{});
+  while (d0 < whole) span(std::integral_constant<index_t, kGroup>{});
+  if (whole < head_dim) {  // never for 8-bit blocks, whose rows are whole blocks
+    Batch<float> tail[kKeys];
+    tail[0] = load_widened_tail(keys, whole, head_dim);
+    if constexpr (kKeys == 2) tail[1] = load_widened_tail(second, whole, head_dim);
+    for (index_t r = 0; r < kRows; ++r) {
+      const Batch<float> query = Batch<float>::load_unaligned(queries + r * query_stride + whole);
+      for (index_t k = 0; k < kKeys; ++k) acc[k * kRows + r] = fma(query, tail[k], acc[k * kRows + r]);
     }
   }
-  alignas(64) float sums[kW];
+  alignas(64) float sums[kWidth<float>];
   lane_sums(acc, sums);
   for (index_t k = 0; k < kKeys; ++k)
     for (index_t r = 0; r < kRows; ++r) scores[r * score_stride + k] = sums[k * kRows + r];
 }
 
-/// Keys per tile of kRows rows: one for float and half caches, whose scores stream from memory
-/// fastest a key at a time (a float16 cache 0.50 -> 0.59 of the read probe with 4 query rows,
-/// float 0.66 -> 0.76, against tiles of 4 keys); tiles filling one reduction vector for 8-bit
-/// blocks, whose scores are bound by dequantizing and by the reduction a tile of one key pays
-/// per key (0.33 -> 0.27 a key at a time). Figures: docs/architecture.md, "Decode over KV caches".
-template <index_t kRows, class E>
-inline constexpr index_t kKeyDotsTileKeys = std::is_same_v<E, q8_0_block> ? static_cast<index_t>(kWidth<float>) / kRows
-                                                                          : 1;
-
-/// key_dots for kRows rows: keys in tiles of kKeyDotsTileKeys, then one at a time. Never
-/// inlined: inlined into decode's chunk loop, GCC kept the tile's accumulators on the stack
-/// (a load and a store around every FMA, 1.8x the time of the scores).
+/// key_dots for kRows rows: keys two at a time, then the last one alone. Never inlined:
+/// inlined into decode's chunk loop, GCC kept the tile's accumulators on the stack (a load and
+/// a store around every FMA, 1.8x the time of the scores).
 template <index_t kRows, class E>
 [[gnu::noinline]] void key_dots_rows(const float* queries, index_t query_stride, const E* keys, index_t key_stride,
                                      index_t count, index_t head_dim, float* scores, index_t score_stride,
                                      const RowPrefetch<E>& ahead) {
-  constexpr index_t kKeys = kKeyDotsTileKeys<kRows, E>;
   index_t c = 0;
-  for (; c + kKeys <= count; c += kKeys)
-    key_dots_tile<kRows, kKeys>(queries, query_stride, keys + c * key_stride, key_stride, head_dim, scores + c,
-                                score_stride, ahead.from(c));
-  for (; c < count; ++c)
+  for (; c + 2 <= count; c += 2)
+    key_dots_tile<kRows, 2>(queries, query_stride, keys + c * key_stride, key_stride, head_dim, scores + c,
+                            score_stride, ahead.from(c));
+  if (c < count)
     key_dots_tile<kRows, 1>(queries, query_stride, keys + c * key_stride, key_stride, head_dim, scores + c,
                             score_stride, ahead.from(c));
 }
@@ -112,7 +135,7 @@ template <index_t kRows, class E>
 /// [rows x query_stride] floats, zero from head_dim up to the next multiple of the vector
 /// width; keys `count` cache rows of head_dim values (element type E, see load_widened),
 /// key_stride elements apart, each read only up to its end and widened in registers. Rows go
-/// four at a time (then two, then one), keys in tiles (kKeyDotsTileKeys); the first rows read
+/// four at a time (then two, then one), keys two at a time; the first rows read
 /// the keys from memory, prefetching row c of `ahead` before key c (decode passes the next
 /// block's rows: one row requested per row read), the others from L1. Each product is summed
 /// in a fixed order, so every build of one instruction set gives the same bits.

@@ -64,8 +64,11 @@ template <index_t kVectors, ZeroWeights kZero, class E>
         values[c] = load_q8_values(v + j * v_stride, first_value + c * kW) * scale;
       }
     } else {
+      // One pointer to the row's first value: with an offset per vector, GCC kept the eight
+      // offsets on the stack and reloaded them for every row.
+      const E* row = v + j * v_stride + first_value;
       for (index_t c = 0; c < kVectors; ++c) {
-        values[c] = load_widened(v + j * v_stride, first_value + c * kW);
+        values[c] = load_widened(row, c * kW);
         // A float row is kept in a register (else GCC reloads it as an operand of every FMA);
         // a widened one is anyway, and keep_in_register on the array made GCC store it.
         if constexpr (std::is_same_v<E, float>) keep_in_register(values[c]);

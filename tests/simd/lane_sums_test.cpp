@@ -1,0 +1,48 @@
+// simd::lane_sums, the reduction behind decode's scores, for every accumulator count it takes
+// (1 to a vector's width): each sum against the float64 sum of its lanes. Every lane of every
+// accumulator holds a different value, so a reduction that drops a lane, adds one twice or
+// puts one accumulator's sum in another's place misses the bound by far more than rounding.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <utility>
+
+#include "attnkit/simd/batch.hpp"
+
+namespace attnkit::testing {
+namespace {
+
+template <std::size_t kCount>
+void expect_lane_sums() {
+  constexpr std::size_t kW = simd::kWidth<float>;
+  simd::Batch<float> acc[kCount];
+  double expected[kCount], size[kCount];
+  for (std::size_t e = 0; e < kCount; ++e) {
+    alignas(64) float lanes[kW];
+    expected[e] = size[e] = 0;
+    for (std::size_t l = 0; l < kW; ++l) {
+      lanes[l] =
+          static_cast<float>(std::cos(0.37 * static_cast<double>(e * kW + l)) * std::ldexp(1.0, static_cast<int>(e)));
+      expected[e] += lanes[l];
+      size[e] += std::abs(lanes[l]);
+    }
+    acc[e] = simd::Batch<float>::load_aligned(lanes);
+  }
+  float sums[kW];
+  simd::lane_sums(acc, sums);
+  // Each sum rounds at most log2(kW) + 1 times: |error| <= 5 u sum |lane| for 16 lanes.
+  constexpr double u = std::numeric_limits<float>::epsilon() / 2;
+  for (std::size_t e = 0; e < kCount; ++e)
+    EXPECT_NEAR(sums[e], expected[e], 5 * u * size[e]) << kCount << " accumulators, sum " << e;
+}
+
+TEST(LaneSumsTest, EveryAccumulatorCountSumsEachAccumulatorsLanes) {
+  [&]<std::size_t... kMinusOne>(std::index_sequence<kMinusOne...>) { (expect_lane_sums<kMinusOne + 1>(), ...); }
+  (std::make_index_sequence<simd::kWidth<float>>{});
+}
+
+}  // namespace
+}  // namespace attnkit::testing
