@@ -1,6 +1,6 @@
-// simd::lane_sums, the reduction behind decode's scores, for every accumulator count it takes
-// (1 to a vector's width): each sum against the float64 sum of its lanes. Every lane of every
-// accumulator holds a different value, so a reduction that drops a lane, adds one twice or
+// simd::lane_sums, the reduction behind decode's scores, for 1 to 16 accumulators (one
+// AVX-512 vector's worth; several vectors' with narrower instruction sets): each sum against the float64 sum of its
+// lanes. Every lane of every accumulator holds a different value, so a reduction that drops a lane, adds one twice or
 // puts one accumulator's sum in another's place misses the bound by far more than rounding.
 
 #include <gtest/gtest.h>
@@ -31,9 +31,10 @@ void expect_lane_sums() {
     }
     acc[e] = simd::Batch<float>::load_aligned(lanes);
   }
-  float sums[kW];
+  float sums[(kCount + kW - 1) / kW * kW];
   simd::lane_sums(acc, sums);
-  // Each sum rounds at most log2(kW) + 1 times: |error| <= 5 u sum |lane| for 16 lanes.
+  // Each lane passes through at most log2(16) = 4 additions (a tree, or haddp after folding
+  // a wider vector): |error| <= 4 u sum |lane| to first order; 5 u leaves room.
   constexpr double u = std::numeric_limits<float>::epsilon() / 2;
   for (std::size_t e = 0; e < kCount; ++e)
     EXPECT_NEAR(sums[e], expected[e], 5 * u * size[e]) << kCount << " accumulators, sum " << e;

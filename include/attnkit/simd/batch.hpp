@@ -154,23 +154,27 @@ inline void lane_sums_tree(const Batch<float> (&acc)[kCount], float* sums) {
 }  // namespace detail
 #endif
 
-/// sums[e] = the sum of the lanes of acc[e] for e < kCount, up to one vector's worth of float
-/// accumulators, by one parallel reduction (missing accumulators count as zeros), each sum in a
-/// fixed order. With AVX-512 by a tree of shuffles (detail::lane_sums_tree); otherwise by
-/// xsimd::haddp, whose 512-bit version returns the sums permuted (lanes 0 1 4 5 2 3 6 7 8 9 12
-/// 13 10 11 14 15, measured): use this, never haddp itself. `sums` holds kWidth<float> floats.
+/// sums[e] = the sum of the lanes of acc[e] for e < kCount, each in a fixed order: with
+/// AVX-512 up to one vector of accumulators by a tree of shuffles (detail::lane_sums_tree);
+/// otherwise a vector of accumulators at a time by xsimd::haddp (missing ones count as zeros),
+/// whose 512-bit version returns the sums permuted (lanes 0 1 4 5 2 3 6 7 8 9 12 13 10 11 14 15,
+/// measured): use this, never haddp itself. `sums` holds kCount floats rounded up to a multiple
+/// of kWidth<float>.
 template <std::size_t kCount>
 inline void lane_sums(const Batch<float> (&acc)[kCount], float* sums) {
-  static_assert(kCount >= 1 && kCount <= kWidth<float>, "at most one vector of accumulators");
+  constexpr std::size_t kW = kWidth<float>;
 #if defined(__AVX512F__)
   if constexpr (sizeof(Batch<float>) == 64) {
+    static_assert(kCount <= kW, "at most one vector of accumulators");
     detail::lane_sums_tree(acc, sums);
     return;
   }
 #endif
-  Batch<float> full[kWidth<float>];
-  for (std::size_t e = 0; e < kWidth<float>; ++e) full[e] = e < kCount ? acc[e] : Batch<float>(0.0f);
-  xsimd::haddp(full).store_unaligned(sums);
+  for (std::size_t first = 0; first < kCount; first += kW) {
+    Batch<float> full[kW];
+    for (std::size_t e = 0; e < kW; ++e) full[e] = first + e < kCount ? acc[first + e] : Batch<float>(0.0f);
+    xsimd::haddp(full).store_unaligned(sums + first);
+  }
 }
 
 /// Keeps an already loaded batch in a register. Micro-kernels load a vector once and use it

@@ -107,7 +107,7 @@ template <index_t kRows, index_t kKeys, class E>
       for (index_t k = 0; k < kKeys; ++k) acc[k * kRows + r] = fma(query, tail[k], acc[k * kRows + r]);
     }
   }
-  alignas(64) float sums[kWidth<float>];
+  alignas(64) float sums[(kKeys * kRows + kW - 1) / kW * kW];
   lane_sums(acc, sums);
   for (index_t k = 0; k < kKeys; ++k)
     for (index_t r = 0; r < kRows; ++r) scores[r * score_stride + k] = sums[k * kRows + r];
