@@ -53,13 +53,13 @@ inline constexpr index_t kHeldKeyVectors = kVectorRegisters<float> >= 32 ? 8 : 4
 /// elements apart), one accumulator per pair, all summed by one parallel reduction
 /// (simd::lane_sums). Both keys are read in address order: kHeldKeyVectors vectors of the
 /// first key into registers, then the same vectors of the second one a vector at a time, each
-/// query vector loaded once for the FMAs of both keys. Against a key at a time, two keys halve
-/// the query loads (the scores were bound by two loads per cycle: a key vector and a query
-/// vector per FMA) and the reductions per key; a tile reading 4 keys' d-th vectors in turn
-/// (rows 512 bytes apart for a float cache) streamed from memory at half the read probe's
-/// speed (docs/architecture.md, "Decode over KV caches"). Rows 0 and 1 of `ahead` are
-/// prefetched before the keys are read. Inlined into the loop over keys: as a call per tile
-/// its prologue and spills cost as much as the FMAs.
+/// query vector loaded once for the FMAs of both keys. A key at a time, every FMA loaded its
+/// query vector (with 4 rows 1.25 loads per FMA, where the core issues 2 loads and 2 FMAs per
+/// cycle); two keys need 0.75, and one reduction per two keys. A tile reading 4 keys' d-th
+/// vectors in turn (rows 512 bytes apart for a float cache) streamed from memory at half the
+/// read probe's speed (docs/architecture.md, "Decode over KV caches"). Rows 0 and 1 of `ahead`
+/// are prefetched before the keys are read. Inlined into the loop over keys: as a call per
+/// tile its prologue and spills cost as much as the FMAs.
 template <index_t kRows, index_t kKeys, class E>
 [[gnu::always_inline]] inline void key_dots_tile(const float* queries, index_t query_stride, const E* keys,
                                                  index_t key_stride, index_t head_dim, float* scores,
