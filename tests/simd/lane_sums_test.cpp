@@ -1,7 +1,8 @@
-// simd::lane_sums, the reduction behind decode's scores, for 1 to 16 accumulators (one
-// AVX-512 vector's worth; several vectors' with narrower instruction sets): each sum against the float64 sum of its
-// lanes. Every lane of every accumulator holds a different value, so a reduction that drops a lane, adds one twice or
-// puts one accumulator's sum in another's place misses the bound by far more than rounding.
+// simd::lane_sums, the reduction behind decode's scores, for 1 to 16 accumulators (one AVX-512
+// vector's worth; several vectors' with narrower instruction sets): each sum against the
+// float64 sum of its lanes. Every lane of every accumulator holds a different value, so a
+// reduction that drops a lane, adds one twice or puts one accumulator's sum in another's place
+// misses the bound by far more than rounding.
 
 #include <gtest/gtest.h>
 
@@ -42,7 +43,7 @@ void expect_lane_sums() {
 
 TEST(LaneSumsTest, EveryAccumulatorCountSumsEachAccumulatorsLanes) {
   [&]<std::size_t... kMinusOne>(std::index_sequence<kMinusOne...>) { (expect_lane_sums<kMinusOne + 1>(), ...); }
-  (std::make_index_sequence<simd::kWidth<float>>{});
+  (std::make_index_sequence<16>{});
 }
 
 }  // namespace

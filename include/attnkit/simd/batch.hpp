@@ -5,7 +5,6 @@
 #include <array>
 #include <cstddef>
 #include <type_traits>
-#include <utility>
 
 // xsimd 8.1's double-precision sin/cos range reduction (math/xsimd_rem_pio2.hpp, fdlibm's
 // __kernel_rem_pio2) trips GCC 12's -Wmaybe-uninitialized once inlined into an

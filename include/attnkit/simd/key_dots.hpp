@@ -28,22 +28,6 @@ Batch<float> load_widened_tail(const E* key, index_t d, index_t head_dim) {
   return Batch<float>::load_aligned(lanes);
 }
 
-/// kCount consecutive vectors of a key row from value d on, widened to floats (d a multiple of
-/// 32 for 8-bit blocks, whose scale is then converted once per block, not once per vector).
-template <index_t kCount, class E>
-[[gnu::always_inline]] inline void load_key_vectors(const E* key, index_t d, Batch<float> (&vectors)[kCount]) {
-  constexpr index_t kW = static_cast<index_t>(kWidth<float>);
-  if constexpr (std::is_same_v<E, q8_0_block>) {
-    Batch<float> scale;
-    for (index_t c = 0; c < kCount; ++c) {
-      if (c * kW % static_cast<index_t>(q8_0_block::kValues) == 0) scale = q8_scale(key, d + c * kW);
-      vectors[c] = load_q8_values(key, d + c * kW) * scale;
-    }
-  } else {
-    for (index_t c = 0; c < kCount; ++c) vectors[c] = load_widened(key, d + c * kW);
-  }
-}
-
 /// Vectors of the first key of a tile held in registers at once: 8 (a whole float row of 128
 /// values) with AVX-512's 32 registers, next to 8 accumulators, a vector of the second key and
 /// a query vector; 4 with 16 registers.
@@ -69,16 +53,11 @@ template <index_t kRows, index_t kKeys, index_t kSpan, class E>
   constexpr index_t kW = static_cast<index_t>(kWidth<float>);
   constexpr index_t kGroup = key_vector_group<E>;
   Batch<float> held[kSpan];
-  load_key_vectors(first, d0, held);
-  // A float vector is kept in a register (else GCC reloads it as an operand of every FMA); a
-  // widened one is anyway, and keep_in_register on the array made GCC store it.
-  if constexpr (std::is_same_v<E, float>) {
-    for (Batch<float>& h : held) keep_in_register(h);
-  }
+  load_widened_vectors(first, d0, held);
 #pragma GCC unroll 16
   for (index_t g = 0; g < kSpan; g += kGroup) {
     [[maybe_unused]] Batch<float> streamed[kGroup];
-    if constexpr (kKeys == 2) load_key_vectors(second, d0 + g * kW, streamed);
+    if constexpr (kKeys == 2) load_widened_vectors(second, d0 + g * kW, streamed);
     for (index_t e = 0; e < kGroup; ++e) {
       const index_t d = d0 + (g + e) * kW;
 #pragma GCC unroll 4

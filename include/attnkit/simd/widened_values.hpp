@@ -52,28 +52,10 @@ template <index_t kVectors, ZeroWeights kZero, class E>
   }
   for (index_t j = 0; j < keys; ++j) {
     if (ahead != nullptr) ahead->rows(j, j + 1);
+    // For 8-bit blocks first_value is a multiple of kVectors vectors (of a block when they
+    // are more), so each block's scale is converted once for its vectors.
     Batch<float> values[kVectors];
-    if constexpr (std::is_same_v<E, q8_0_block>) {
-      // An 8-bit block's scale converted once for its vectors: first_value is a multiple of
-      // kVectors vectors (of a block when they are more), so vector c lies in block
-      // first_value / 32 + c * width / 32.
-      constexpr index_t kBlock = q8_0_block::kValues;
-      Batch<float> scale;
-      for (index_t c = 0; c < kVectors; ++c) {
-        if (c * kW % kBlock == 0) scale = q8_scale(v + j * v_stride, first_value + c * kW);
-        values[c] = load_q8_values(v + j * v_stride, first_value + c * kW) * scale;
-      }
-    } else {
-      // One pointer to the row's first value: with an offset per vector, GCC kept the eight
-      // offsets on the stack and reloaded them for every row.
-      const E* row = v + j * v_stride + first_value;
-      for (index_t c = 0; c < kVectors; ++c) {
-        values[c] = load_widened(row, c * kW);
-        // A float row is kept in a register (else GCC reloads it as an operand of every FMA);
-        // a widened one is anyway, and keep_in_register on the array made GCC store it.
-        if constexpr (std::is_same_v<E, float>) keep_in_register(values[c]);
-      }
-    }
+    load_widened_vectors(v + j * v_stride, first_value, values);
     for (index_t r = 0; r < kR; ++r) {
       const float weight = p[r * p_stride + j];
       if constexpr (kZero == ZeroWeights::kSkip) {

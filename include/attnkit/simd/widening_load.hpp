@@ -97,6 +97,31 @@ Batch<float> load_widened(const E* row, index_t d) {
   }
 }
 
+/// kCount consecutive vectors of a row of E from value d on, as floats (load_widened each), for
+/// micro-kernels that use each vector in several FMAs. 8-bit blocks convert their scale once
+/// per block, so for them d must be a multiple of 32 unless the kCount vectors lie in one
+/// block. Float vectors are kept in registers (keep_in_register: else GCC reloads each as an
+/// operand of every FMA); widened ones are anyway, and keep_in_register on them made GCC store
+/// the array. Float and half rows are addressed from one pointer at value d: with an offset
+/// per vector GCC kept the offsets on the stack and reloaded them for every row.
+template <index_t kCount, class E>
+[[gnu::always_inline]] inline void load_widened_vectors(const E* row, index_t d, Batch<float> (&vectors)[kCount]) {
+  constexpr index_t kW = static_cast<index_t>(kWidth<float>);
+  if constexpr (std::is_same_v<E, q8_0_block>) {
+    Batch<float> scale;
+    for (index_t c = 0; c < kCount; ++c) {
+      if (c * kW % static_cast<index_t>(q8_0_block::kValues) == 0) scale = q8_scale(row, d + c * kW);
+      vectors[c] = load_q8_values(row, d + c * kW) * scale;
+    }
+  } else {
+    const E* at = row + d;
+    for (index_t c = 0; c < kCount; ++c) {
+      vectors[c] = load_widened(at, c * kW);
+      if constexpr (std::is_same_v<E, float>) keep_in_register(vectors[c]);
+    }
+  }
+}
+
 /// dst[0 .. n) = the first n values of a row of element type E as floats (n a multiple of 32
 /// for q8_0_block): simd::widen_row for float and the half types, load_widened block by block
 /// for 8-bit blocks.
