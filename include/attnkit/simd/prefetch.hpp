@@ -71,6 +71,11 @@ struct RowPrefetch {
       prefetch_row(first + i * stride, elements, false, PrefetchLevel::kL1);
   }
 
+  /// Prefetches row i (none when i >= count).
+  void row(index_t i) const {
+    if (i < count) prefetch_row(first + i * stride, elements, false, PrefetchLevel::kL1);
+  }
+
   /// The rows from `begin` on (none when begin >= count).
   RowPrefetch from(index_t begin) const {
     if (begin >= count) return {};

@@ -50,8 +50,11 @@ template <index_t kVectors, ZeroWeights kZero, class E>
     const Batch<float> rescale(alpha[r]);
     for (index_t c = 0; c < kVectors; ++c) acc[r][c] *= rescale;
   }
+  // A copy, so that its fields stay in registers (through the pointer GCC reloaded them and
+  // recomputed the row's address for every key: 40 instructions of bookkeeping per key).
+  const RowPrefetch<E> prefetch = ahead != nullptr ? *ahead : RowPrefetch<E>{};
   for (index_t j = 0; j < keys; ++j) {
-    if (ahead != nullptr) ahead->rows(j, j + 1);
+    prefetch.row(j);
     // For 8-bit blocks first_value is a multiple of kVectors vectors (of a block when they
     // are more), so each block's scale is converted once for its vectors.
     Batch<float> values[kVectors];
