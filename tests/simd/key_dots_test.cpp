@@ -1,6 +1,7 @@
 // simd::key_dots (decode's scores) against the float64 dot products of the same values: every
 // row count the tiles take (4, 2 and 1 at a time, and the remainders), key counts that fill
-// whole tiles and leave single keys, head dims with and without a vector tail, and each cache
+// whole tiles (four keys with four rows on AVX-512, else pairs) and leave pairs and single
+// keys, head dims with and without a vector tail, and each cache
 // element type (8-bit blocks dequantized as SPEC.md section 13 defines them). A tile whose
 // pairs fill a vector is reduced in one step; a reduction that mixes up its lanes puts one
 // key's score on another and misses the bound below by orders of magnitude.

@@ -78,10 +78,11 @@ template <index_t kRows, index_t kKeys, index_t kSpan, class E>
 /// first key into registers, then the same vectors of the second one a vector at a time, each
 /// query vector loaded once for the FMAs of both keys. A key at a time, every FMA loaded its
 /// query vector (with 4 rows 1.25 loads per FMA, where the core issues 2 loads and 2 FMAs per
-/// cycle); two keys need 0.75, and one reduction per two keys. A tile reading 4 keys' d-th
-/// vectors in turn (rows 512 bytes apart for a float cache) streamed from memory at half the
-/// read probe's speed (docs/architecture.md, "Decode over KV caches"). Rows 0 and 1 of `ahead`
-/// are prefetched before the keys are read. Inlined into the loop over keys: as a call per
+/// cycle); two keys need 0.75, and one reduction per two keys. (Before decode prefetched its
+/// rows into L1, a tile reading 4 keys' d-th vectors in turn streamed a float cache from
+/// memory at half the read probe's speed; with the prefetch, key_dots_four_keys does not:
+/// docs/architecture.md, "Decode over KV caches".) Rows 0 and 1 of `ahead` are prefetched
+/// before the keys are read. Inlined into the loop over keys: as a call per
 /// tile its prologue and spills cost as much as the FMAs.
 template <index_t kRows, index_t kKeys, class E>
 [[gnu::always_inline]] inline void key_dots_tile(const float* queries, index_t query_stride, const E* keys,
@@ -201,7 +202,8 @@ template <index_t kRows, class E>
 /// [rows x query_stride] floats, zero from head_dim up to the next multiple of the vector
 /// width; keys `count` cache rows of head_dim values (element type E, see load_widened),
 /// key_stride elements apart, each read only up to its end and widened in registers. Rows go
-/// four at a time (then two, then one), keys two at a time; the first rows read
+/// four at a time (then two, then one), keys four at a time where kFourKeyTiles (else two at
+/// a time); the first rows read
 /// the keys from memory, prefetching row c of `ahead` before key c (decode passes the next
 /// block's rows: one row requested per row read), the others from L1. Each product is summed
 /// in a fixed order, so every build of one instruction set gives the same bits.
