@@ -69,8 +69,8 @@ namespace detail {
 //   3: float pairs (unpacklo_pd / unpackhi_pd): adds across bit 1, bit 1 := vector.
 // 2^n accumulators go through levels 0 .. n-1, vector i paired with vector i + half; the one
 // vector left adds its lanes across the bits still holding parts (a shuffle and an add each).
-// One permute puts the sums in order: 46 instructions for 16 accumulators, 24 for 8 (decode's
-// pairs of keys x 4 query rows).
+// One permute puts the sums in order: 46 instructions for 16 accumulators (decode's tiles of
+// 4 query rows x 4 keys), 24 for 8 (its pairs of keys).
 
 template <int kLevel>
 inline __m512 add_pairs(__m512 x, __m512 y) {
