@@ -1,8 +1,6 @@
 #pragma once
 // Software prefetch of rows that a kernel will read or write at random a little later.
 
-#include <algorithm>
-
 #include "attnkit/core/index.hpp"
 
 namespace attnkit::simd {
@@ -65,15 +63,14 @@ struct RowPrefetch {
   const E* first = nullptr;
   index_t stride = 0, count = 0, elements = 0;
 
-  /// Prefetches rows [begin, end) of the count (clamped).
-  void rows(index_t begin, index_t end) const {
-    for (index_t i = begin; i < std::min(end, count); ++i)
-      prefetch_row(first + i * stride, elements, false, PrefetchLevel::kL1);
-  }
-
   /// Prefetches row i (none when i >= count).
   void row(index_t i) const {
     if (i < count) prefetch_row(first + i * stride, elements, false, PrefetchLevel::kL1);
+  }
+
+  /// Prefetches rows [begin, end) of the count (clamped).
+  void rows(index_t begin, index_t end) const {
+    for (index_t i = begin; i < end; ++i) row(i);
   }
 
   /// The rows from `begin` on (none when begin >= count).
