@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -70,42 +71,112 @@ struct DecodeWorkspace {
   OnlineSoftmax<float> softmax;
 };
 
-/// The rows of one (sequence, kv head)'s K or V stream that a kernel prefetches while it reads
-/// earlier ones: up to `count` rows from key `from` on, inside from's page and before `limit`
-/// (none when from >= limit).
+/// The rows one pass of a work item reads, in order: for each run of keys (sorted, each inside
+/// one page), the run's K (or V) rows of each kv head of `heads` in turn.
+struct DecodeStream {
+  bool keys;  // K rows, else V rows
+  index_t b;  // the sequence
+  HeadRange heads;
+  std::span<const KeyRange> runs;
+};
+
+/// A position in a stream and, after its end, in the stream read next: where the rows a kernel
+/// prefetches while it reads earlier ones lie. It crosses runs, heads and pages, so a page of
+/// fewer rows than the prefetch distance (vLLM's 16 tokens) is prefetched like a long one.
 template <class E>
-simd::RowPrefetch<E> stream_rows(const DecodeCall<E>& call, bool keys, index_t b, index_t g, index_t from,
-                                 index_t limit, index_t count) {
-  if (from >= limit) return {};
-  const DecodeGeometry& geometry = call.geometry;
-  const index_t elements = (keys ? geometry.head_dim : geometry.value_dim) / kValuesPerElement<E>;
-  count = std::min({count, limit - from, call.cache.page_end(from) - from});
-  if (keys) return {call.cache.key(b, g, from), call.cache.key_stride(), count, elements};
-  return {call.cache.value(b, g, from), call.cache.value_stride(), count, elements};
+class StreamCursor {
+ public:
+  StreamCursor(const DecodeCall<E>& call, const DecodeStream& stream, const DecodeStream& next)
+      : call_(call), streams_{stream, next} {
+    settle();
+  }
+
+  /// Rows from the position to the end of its run and head (0 past the end of both streams).
+  index_t rows_left() const { return stream_ < streams_.size() ? run().end - run().begin - offset_ : 0; }
+
+  /// Those rows, to prefetch (none past the end of both streams).
+  simd::RowPrefetch<E> rows() const {
+    if (stream_ == streams_.size()) return {};
+    const DecodeStream& stream = streams_[stream_];
+    const index_t g = stream.heads.first + head_, from = run().begin + offset_;
+    const DecodeGeometry& geometry = call_.geometry;
+    const index_t elements = (stream.keys ? geometry.head_dim : geometry.value_dim) / kValuesPerElement<E>;
+    if (stream.keys) return {call_.cache.key(stream.b, g, from), call_.cache.key_stride(), rows_left(), elements};
+    return {call_.cache.value(stream.b, g, from), call_.cache.value_stride(), rows_left(), elements};
+  }
+
+  /// Moves n rows on in reading order.
+  void advance(index_t n) {
+    while (n > 0 && stream_ < streams_.size()) {
+      const index_t step = std::min(n, rows_left());
+      offset_ += step;
+      n -= step;
+      settle();
+    }
+  }
+
+ private:
+  const KeyRange& run() const { return streams_[stream_].runs[run_]; }
+
+  /// From the end of a run's rows of one head to the next head, run or stream.
+  void settle() {
+    while (stream_ < streams_.size()) {
+      const DecodeStream& stream = streams_[stream_];
+      if (run_ < stream.runs.size() && offset_ < run().end - run().begin) return;
+      if (run_ < stream.runs.size() && ++head_ < stream.heads.count) {
+        offset_ = 0;
+        continue;
+      }
+      if (run_ < stream.runs.size()) ++run_;
+      head_ = 0;
+      offset_ = 0;
+      if (run_ == stream.runs.size()) ++stream_, run_ = 0;
+    }
+  }
+
+  const DecodeCall<E>& call_;
+  std::array<DecodeStream, 2> streams_;
+  std::size_t stream_ = 0, run_ = 0;
+  index_t head_ = 0, offset_ = 0;
+};
+
+/// Calls read(h, c0, c1, ahead) over `stream` (keys [c0, c1) of one of its runs for head h of
+/// its heads, in reading order), split so that before the row at position p of the stream is
+/// read, the one at p + ahead_rows is prefetched: in the stream, or else in `next` (the
+/// stream read next: the block's V rows, the next block's K rows). `ahead` holds the rows to
+/// prefetch, row j before key c0 + j; a split falls where those rows cross a run, a head or a
+/// page.
+template <class E, class Read>
+void read_stream(const DecodeCall<E>& call, const DecodeStream& stream, const DecodeStream& next, index_t ahead_rows,
+                 const Read& read) {
+  StreamCursor<E> ahead(call, stream, next);
+  ahead.advance(ahead_rows);
+  for (const KeyRange& run : stream.runs) {
+    for (index_t h = 0; h < stream.heads.count; ++h) {
+      for (index_t c = run.begin; c < run.end;) {
+        const index_t left = ahead.rows_left();
+        const index_t end = left == 0 ? run.end : std::min(run.end, c + left);
+        read(h, c, end, ahead.rows());
+        ahead.advance(end - c);
+        c = end;
+      }
+    }
+  }
 }
 
-/// Calls read(h, c0, c1, ahead) over the keys of `runs` (absolute keys before `limit`, sorted,
-/// each inside one page) for each head h of `heads` in turn (run by run, head by head: one
-/// stream of rows), split so that before key c is read the row ahead_rows reads later is
-/// prefetched: a row of the same run and head, else of the next head's run, else of the next
-/// run, else of following() (the stream read next: the block's V rows, the next block's K
-/// rows).
-template <class E, class Following, class Read>
-void read_stream(const DecodeCall<E>& call, bool keys, index_t b, HeadRange heads, std::span<const KeyRange> runs,
-                 index_t limit, index_t ahead_rows, const Following& following, const Read& read) {
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    const KeyRange run = runs[i];
-    const index_t split = std::max(run.begin, run.end - ahead_rows);
-    for (index_t h = 0; h < heads.count; ++h) {
-      const index_t g = heads.first + h;
-      if (split > run.begin)
-        read(h, run.begin, split, stream_rows(call, keys, b, g, run.begin + ahead_rows, run.end, split - run.begin));
-      const simd::RowPrefetch<E> after =
-          h + 1 < heads.count   ? stream_rows(call, keys, b, g + 1, run.begin, limit, ahead_rows)
-          : i + 1 < runs.size() ? stream_rows(call, keys, b, heads.first, runs[i + 1].begin, limit, ahead_rows)
-                                : following();
-      read(h, split, run.end, after.from(split + ahead_rows - run.end));
-    }
+/// The keys from `from` on (before `limit`) in runs of one page each, as many as give at least
+/// `rows` rows over `heads` kv heads: the start of a block's K stream, as the block before it
+/// prefetches it (all of its keys attended, which is the common case; else some rows
+/// prefetched are not read).
+template <class E>
+void leading_runs(const DecodeCall<E>& call, index_t from, index_t limit, index_t heads, index_t rows,
+                  std::vector<KeyRange>& runs) {
+  runs.clear();
+  for (index_t covered = 0; from < limit && covered < rows;) {
+    const index_t end = std::min(limit, call.cache.page_end(from));
+    runs.push_back({from, end});
+    covered += (end - from) * heads;
+    from = end;
   }
 }
 
@@ -155,6 +226,7 @@ template <class E>
   std::vector<BlockCoverage> coverage(static_cast<std::size_t>(rows));
   std::array<bool, kDecodeBlockKeys> needed{};
   std::vector<KeyRange> runs;  // the block's attended keys: runs of consecutive keys, each inside one page
+  std::vector<KeyRange> next_runs;  // the first pages of the next block's keys (leading_runs)
   const index_t sequence_end = geometry.lengths[static_cast<std::size_t>(b)];
   for (index_t j0 = chunk.begin, j1 = 0; j0 < chunk.end; j0 = j1) {
     j1 = std::min(j0 + block_keys, chunk.end);
@@ -200,11 +272,9 @@ template <class E>
     }
 
     // Scores of the attended keys; the K stream is followed by the block's V rows.
-    const auto block_values = [&] {
-      return stream_rows(call, false, b, heads.first, runs.front().begin, j1, value_ahead);
-    };
+    const DecodeStream key_stream{true, b, heads, runs}, value_stream{false, b, heads, runs};
     read_stream(
-        call, true, b, heads, runs, j1, key_ahead, block_values,
+        call, key_stream, value_stream, key_ahead,
         [&](index_t h, index_t c0, index_t c1, const simd::RowPrefetch<E>& ahead) {
           const float* queries = call.queries + geometry.row_id(b, (heads.first + h) * group, 0) * call.query_stride;
           simd::key_dots(queries, call.query_stride, group_rows, call.cache.key(b, heads.first + h, c0),
@@ -231,11 +301,12 @@ template <class E>
 
     // P V over the attended keys' V rows, followed by the next block's K rows (the next
     // chunk's, after the chunk's last block: usually this thread's next item).
-    const auto next_keys = [&] {
-      return j1 < chunk.end ? stream_rows(call, true, b, heads.first, j1, chunk.end, key_ahead)
-                            : stream_rows(call, true, b, heads.first, chunk.end, sequence_end, key_ahead);
-    };
-    read_stream(call, false, b, heads, runs, j1, value_ahead, next_keys,
+    if (j1 < chunk.end) {
+      leading_runs(call, j1, chunk.end, heads.count, key_ahead, next_runs);
+    } else {
+      leading_runs(call, chunk.end, sequence_end, heads.count, key_ahead, next_runs);
+    }
+    read_stream(call, value_stream, DecodeStream{true, b, heads, next_runs}, value_ahead,
                 [&](index_t h, index_t c0, index_t c1, const simd::RowPrefetch<E>& ahead) {
                   const index_t g = heads.first + h;
                   const bool first_segment = c0 == runs.front().begin;
