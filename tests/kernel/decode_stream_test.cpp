@@ -56,26 +56,25 @@ void expect_reads_and_prefetches(const kernel::DecodeCall<float>& call, const ke
   for (const float* row : reading_order(call, next)) all.push_back(row);
 
   std::size_t position = 0;
-  kernel::read_stream(call, stream, next, ahead_rows,
-                      [&](index_t h, index_t c0, index_t c1, const simd::RowPrefetch<float>& ahead) {
-                        ASSERT_LT(c0, c1);
-                        for (index_t c = c0; c < c1; ++c, ++position) {
-                          ASSERT_LT(position, own.size());
-                          const index_t g = stream.heads.first + h;
-                          EXPECT_EQ(stream.keys ? call.cache.key(stream.b, g, c) : call.cache.value(stream.b, g, c),
-                                    own[position])
-                              << "row " << position << " read out of order";
-                          const index_t j = c - c0;
-                          const std::size_t target = position + static_cast<std::size_t>(ahead_rows);
-                          if (target < all.size()) {
-                            ASSERT_LT(j, ahead.count) << "row " << position << " prefetches nothing";
-                            EXPECT_EQ(ahead.first + j * ahead.stride, all[target]) << "row " << position;
-                            EXPECT_EQ(ahead.elements, SmallPagedCache::kDim);
-                          } else {
-                            EXPECT_GE(j, ahead.count) << "row " << position << " prefetches past both streams";
-                          }
-                        }
-                      });
+  kernel::read_stream(
+      call, stream, next, ahead_rows, [&](index_t h, index_t c0, index_t c1, const simd::RowPrefetch<float>& ahead) {
+        ASSERT_LT(c0, c1);
+        for (index_t c = c0; c < c1; ++c, ++position) {
+          ASSERT_LT(position, own.size());
+          const index_t g = stream.heads.first + h;
+          EXPECT_EQ(stream.keys ? call.cache.key(stream.b, g, c) : call.cache.value(stream.b, g, c), own[position])
+              << "row " << position << " read out of order";
+          const index_t j = c - c0;
+          const std::size_t target = position + static_cast<std::size_t>(ahead_rows);
+          if (target < all.size()) {
+            ASSERT_LT(j, ahead.count) << "row " << position << " prefetches nothing";
+            EXPECT_EQ(ahead.first + j * ahead.stride, all[target]) << "row " << position;
+            EXPECT_EQ(ahead.elements, SmallPagedCache::kDim);
+          } else {
+            EXPECT_GE(j, ahead.count) << "row " << position << " prefetches past both streams";
+          }
+        }
+      });
   EXPECT_EQ(position, own.size()) << "rows left unread";
 }
 

@@ -37,6 +37,8 @@ class CacheRows {
   E* value(index_t b, index_t h, index_t t) const { return v_.row(page(b, t), h, t % page_size_); }
   index_t key_stride() const { return k_.stride(kSeq); }
   index_t value_stride() const { return v_.stride(kSeq); }
+  /// Tokens per page (a contiguous cache's capacity).
+  index_t page_size() const { return page_size_; }
   /// One past the last token in the page of token t.
   index_t page_end(index_t t) const { return (t / page_size_ + 1) * page_size_; }
   /// Whether the kv heads' rows of one page lie together (a paged cache, or heads interleaved

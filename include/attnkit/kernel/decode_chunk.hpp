@@ -126,16 +126,13 @@ class StreamCursor {
   /// From the end of a run's rows of one head to the next head, run or stream.
   void settle() {
     while (stream_ < streams_.size()) {
-      const DecodeStream& stream = streams_[stream_];
-      if (run_ < stream.runs.size() && offset_ < run().end - run().begin) return;
-      if (run_ < stream.runs.size() && ++head_ < stream.heads.count) {
-        offset_ = 0;
+      if (run_ == streams_[stream_].runs.size()) {
+        ++stream_, run_ = 0;
         continue;
       }
-      if (run_ < stream.runs.size()) ++run_;
-      head_ = 0;
+      if (offset_ < run().end - run().begin) return;
       offset_ = 0;
-      if (run_ == stream.runs.size()) ++stream_, run_ = 0;
+      if (++head_ == streams_[stream_].heads.count) head_ = 0, ++run_;
     }
   }
 
@@ -208,9 +205,8 @@ template <class E>
   const index_t head_dim = geometry.head_dim, value_dim = geometry.value_dim;
   const index_t value_stride = attnkit::detail::round_up(value_dim, kW);
   const index_t block_keys = decode_block_keys(padded_rows), score_stride = block_keys;
-  const index_t page_size = call.cache.page_end(0);
-  const index_t key_ahead = decode_prefetch_rows<E>(head_dim / kValuesPerElement<E>, page_size);
-  const index_t value_ahead = decode_prefetch_rows<E>(value_dim / kValuesPerElement<E>, page_size);
+  const index_t key_ahead = decode_prefetch_rows<E>(head_dim / kValuesPerElement<E>, call.cache.page_size());
+  const index_t value_ahead = decode_prefetch_rows<E>(value_dim / kValuesPerElement<E>, call.cache.page_size());
   DecodeWorkspace work(padded_rows, block_keys, value_stride);
   const auto softmax_row = [&](index_t r) { return r / group_rows * head_rows + r % group_rows; };
   const auto head_scores = [&](index_t h) { return work.scores + h * head_rows * score_stride; };
@@ -231,7 +227,7 @@ template <class E>
 
   std::vector<BlockCoverage> coverage(static_cast<std::size_t>(rows));
   std::array<bool, kDecodeBlockKeys> needed{};
-  std::vector<KeyRange> runs;  // the block's attended keys: runs of consecutive keys, each inside one page
+  std::vector<KeyRange> runs;       // the block's attended keys: runs of consecutive keys, each inside one page
   std::vector<KeyRange> next_runs;  // the first pages of the next block's keys (leading_runs)
   const index_t sequence_end = geometry.lengths[static_cast<std::size_t>(b)];
   for (index_t j0 = chunk.begin, j1 = 0; j0 < chunk.end; j0 = j1) {
@@ -307,11 +303,7 @@ template <class E>
 
     // P V over the attended keys' V rows, followed by the next block's K rows (the next
     // chunk's, after the chunk's last block: usually this thread's next item).
-    if (j1 < chunk.end) {
-      leading_runs(call, j1, chunk.end, heads.count, key_ahead, next_runs);
-    } else {
-      leading_runs(call, chunk.end, sequence_end, heads.count, key_ahead, next_runs);
-    }
+    leading_runs(call, j1, j1 < chunk.end ? chunk.end : sequence_end, heads.count, key_ahead, next_runs);
     read_stream(call, value_stream, DecodeStream{true, b, heads, next_runs}, value_ahead,
                 [&](index_t h, index_t c0, index_t c1, const simd::RowPrefetch<E>& ahead) {
                   const index_t g = heads.first + h;
