@@ -5,9 +5,13 @@
 // threads. The caches of enough layers to fill twice the L3 are cycled, so both sides read
 // memory, not the cache hierarchy (INFERENCE.md section 5).
 //   paired/decode/<type>/<layout>/B:<b>/threads:<t>  context n = 4096, 32768, 131072 (B = 8:
-//       32768, ragged lengths n/2 ... n, paged); counters gbps (cache bytes the call reads per
-//       second), probe_gbps, of_probe (per pair: probe time over call time, median, _min,
-//       _max), tokens_per_s (sequences decoded per second, one layer)
+//       32768, ragged lengths n/2 ... n, paged); layout contiguous, paged (64-token pages) or
+//       paged:16 (vLLM's default page of 16 tokens; float16 and 8-bit blocks); counters gbps
+//       (cache bytes the call reads per second), probe_gbps, of_probe (per pair: probe time over
+//       call time, median, _min, _max), tokens_per_s (sequences decoded per second, one layer)
+//   paired/decode_threads/<type>/<layout>/threads:<t>  n = 32768, 131072, B = 1, t > 1: calls on
+//       t threads alternating with calls on one over the same layers; threads_speedup = one
+//       thread's time over t threads' per pair
 //   paired/decode_q8_over_fp16/threads:<t>  n = 131072: 8-bit blocks against float16, calls
 //       alternating; q8_speedup = fp16 time over q8 time per pair
 //   paired/decode_window/threads:<t>  n = 131072, float16: a causal window of 4096 against full
@@ -38,10 +42,23 @@ inline constexpr double kDecodeProbeTarget = 0.80;       // float, bf16, fp16 ca
 inline constexpr double kDecodeBatchProbeTarget = 0.75;  // B = 8 ragged paged
 inline constexpr double kDecodeQ8Target = 1.6;           // q8 over fp16 tokens/s at 131072
 inline constexpr double kDecodeWindowTarget = 0.05;      // window 4096 over full at 131072
+inline constexpr double kDecodeThreadsTarget = 1.0;      // all threads over one: faster
 
 namespace detail {
 
-inline constexpr index_t kDecodeQueryHeads = 32, kDecodeKvHeads = 8, kDecodeDim = 128, kDecodePage = 64;
+inline constexpr index_t kDecodeQueryHeads = 32, kDecodeKvHeads = 8, kDecodeDim = 128;
+
+/// How a layer's cache is laid out: contiguous (page_size 0) or in pages of page_size tokens.
+struct DecodeLayout {
+  index_t page_size = 0;
+  bool paged() const { return page_size > 0; }
+  /// "contiguous", "paged" (the default 64-token pages) or "paged:<tokens>".
+  std::string name() const {
+    if (!paged()) return "contiguous";
+    return page_size == 64 ? std::string("paged") : "paged:" + std::to_string(page_size);
+  }
+};
+inline constexpr DecodeLayout kContiguous{0}, kPaged{64}, kShortPages{16};
 
 /// Bytes of L3 (sysconf), or 256 MiB (the Intel machines here) when unknown.
 inline std::size_t l3_bytes() {
@@ -52,12 +69,12 @@ inline std::size_t l3_bytes() {
 /// One layer's cache: storage, lengths, block table, and its views.
 template <CacheElement E>
 struct DecodeLayer {
-  DecodeLayer(const std::vector<index_t>& sequence_lengths, bool paged_layout)
-      : lengths(sequence_lengths), paged(paged_layout) {
+  DecodeLayer(const std::vector<index_t>& sequence_lengths, DecodeLayout cache_layout)
+      : lengths(sequence_lengths), layout(cache_layout) {
     const index_t batch = static_cast<index_t>(lengths.size());
     const index_t longest = *std::max_element(lengths.begin(), lengths.end());
     const index_t row = kDecodeDim / kValuesPerElement<E>;
-    if (paged) {
+    if (layout.paged()) {
       pages_per_sequence = ceil_div_pages(longest);
       index_t pages = 0;
       for (index_t length : lengths) pages += ceil_div_pages(length);
@@ -68,7 +85,7 @@ struct DecodeLayer {
         for (index_t b = 0; b < batch; ++b)
           if (p < ceil_div_pages(lengths[static_cast<std::size_t>(b)]))
             table[static_cast<std::size_t>(b * pages_per_sequence + p)] = static_cast<std::int32_t>(next++);
-      slots = pages * kDecodePage;
+      slots = pages * layout.page_size;
     } else {
       capacity = longest;
       slots = batch * capacity;
@@ -78,7 +95,7 @@ struct DecodeLayer {
     fill(k, 1);
     fill(v, 2);
   }
-  static index_t ceil_div_pages(index_t n) { return (n + kDecodePage - 1) / kDecodePage; }
+  index_t ceil_div_pages(index_t n) const { return (n + layout.page_size - 1) / layout.page_size; }
   static void fill(std::vector<E>& x, unsigned seed) {
     const std::vector<float>& values = normal_values(4096, seed);
     for (std::size_t i = 0; i < x.size(); ++i) {
@@ -97,17 +114,17 @@ struct DecodeLayer {
   }
   PagedKvCache<E> paged_view() {
     const index_t row = kDecodeDim / kValuesPerElement<E>;
-    const index_t pages = slots / kDecodePage;
+    const index_t pages = slots / layout.page_size;
     return PagedKvCache<E>{
-        bhld(k.data(), pages, kDecodeKvHeads, kDecodePage, row),
-        bhld(v.data(), pages, kDecodeKvHeads, kDecodePage, row),
+        bhld(k.data(), pages, kDecodeKvHeads, layout.page_size, row),
+        bhld(v.data(), pages, kDecodeKvHeads, layout.page_size, row),
         PageTable{table.data(), static_cast<index_t>(lengths.size()), pages_per_sequence, pages_per_sequence}, lengths};
   }
   /// Bytes of K and V a full-cache call reads.
   double bytes() const { return 2.0 * static_cast<double>(k.size() * sizeof(E)); }
 
   std::vector<index_t> lengths;
-  bool paged;
+  DecodeLayout layout;
   index_t capacity = 0, pages_per_sequence = 0, slots = 0;
   std::vector<E> k, v;
   std::vector<std::int32_t> table;
@@ -151,7 +168,7 @@ double decode_seconds(const Pattern& pattern, DecodeLayer<E>& layer, const std::
   const auto ov = bhld(out.data(), batch, kDecodeQueryHeads, 1, kDecodeDim);
   const Options options{.threads = threads};
   const auto start = std::chrono::steady_clock::now();
-  if (layer.paged) {
+  if (layer.layout.paged()) {
     attention(pattern, qv, layer.paged_view(), ov, options);
   } else {
     attention(pattern, qv, layer.contiguous(), ov, options);
@@ -169,11 +186,11 @@ inline std::vector<index_t> decode_lengths(index_t batch, index_t n) {
 
 /// The caches of `count` layers of the batch (0: enough to fill twice the L3).
 template <CacheElement E>
-std::vector<DecodeLayer<E>> decode_layers(index_t batch, index_t n, bool paged, index_t count = 0) {
+std::vector<DecodeLayer<E>> decode_layers(index_t batch, index_t n, DecodeLayout layout, index_t count = 0) {
   std::vector<DecodeLayer<E>> layers;
-  layers.emplace_back(decode_lengths(batch, n), paged);
+  layers.emplace_back(decode_lengths(batch, n), layout);
   if (count == 0) count = decode_layer_count(layers.front().bytes());
-  while (static_cast<index_t>(layers.size()) < count) layers.emplace_back(decode_lengths(batch, n), paged);
+  while (static_cast<index_t>(layers.size()) < count) layers.emplace_back(decode_lengths(batch, n), layout);
   return layers;
 }
 
@@ -193,22 +210,31 @@ std::string decode_type_name() {
   if constexpr (std::is_same_v<E, q8_0_block>) return "q8_0";
 }
 
-inline std::string decode_family(const std::string& type, bool paged, index_t batch, int threads) {
-  return "paired/decode/" + type + "/" + (paged ? "paged" : "contiguous") + "/B:" + std::to_string(batch) +
+inline std::string decode_family(const std::string& type, DecodeLayout layout, index_t batch, int threads) {
+  return "paired/decode/" + type + "/" + layout.name() + "/B:" + std::to_string(batch) +
          "/threads:" + std::to_string(threads);
+}
+
+inline std::string decode_threads_family(const std::string& type, DecodeLayout layout, int threads) {
+  return "paired/decode_threads/" + type + "/" + layout.name() + "/threads:" + std::to_string(threads);
+}
+
+/// The contexts of `wanted` inside the run's n range.
+inline std::vector<index_t> contexts_in_range(const std::vector<index_t>& wanted) {
+  std::vector<index_t> ns;
+  for (index_t n : wanted)
+    if (n >= g_size_range.min_n && n <= g_size_range.max_n) ns.push_back(n);
+  return ns;
 }
 
 /// Registers one paired/decode family.
 template <CacheElement E>
-void register_decode_family(Registry& registry, bool paged, index_t batch, int team,
+void register_decode_family(Registry& registry, DecodeLayout layout, index_t batch, int team,
                             const std::vector<index_t>& contexts) {
-  const std::string name = decode_family(decode_type_name<E>(), paged, batch, team);
-  std::vector<index_t> ns;
-  for (index_t n : contexts)
-    if (n >= g_size_range.min_n && n <= g_size_range.max_n) ns.push_back(n);
-  auto* family = register_at(name, ns, [=](benchmark::State& state) {
+  const std::string name = decode_family(decode_type_name<E>(), layout, batch, team);
+  auto* family = register_at(name, contexts_in_range(contexts), [=](benchmark::State& state) {
     const index_t n = state.range(0);
-    std::vector<DecodeLayer<E>> layers = decode_layers<E>(batch, n, paged);
+    std::vector<DecodeLayer<E>> layers = decode_layers<E>(batch, n, layout);
     const std::vector<float> q = decode_queries(batch);
     std::vector<float> out(q.size());
     const Full causal{.causal = true};
@@ -242,28 +268,68 @@ void register_decode_family(Registry& registry, bool paged, index_t batch, int t
   registry.add(name, BenchmarkInfo{"paired", "decode/" + decode_type_name<E>(), kDecodeDim, team});
 }
 
+/// Registers one paired/decode_threads family: B = 1, calls on `team` threads alternating
+/// with calls on one thread over the same layer (which side goes first alternates too).
+template <CacheElement E>
+void register_decode_threads_family(Registry& registry, DecodeLayout layout, int team,
+                                    const std::vector<index_t>& contexts) {
+  const std::string name = decode_threads_family(decode_type_name<E>(), layout, team);
+  auto* family = register_at(name, contexts_in_range(contexts), [=](benchmark::State& state) {
+    const index_t n = state.range(0);
+    std::vector<DecodeLayer<E>> layers = decode_layers<E>(1, n, layout);
+    const std::vector<float> q = decode_queries(1);
+    std::vector<float> out(q.size());
+    const Full causal{.causal = true};
+    decode_seconds(causal, layers.front(), q, out, team);  // warm: scratch and the thread team
+    std::vector<double> team_times, speedups;
+    std::size_t next = 0;
+    for (auto _ : state) {
+      for (int round = 0; round < decode_rounds(n); ++round) {
+        DecodeLayer<E>& layer = layers[next++ % layers.size()];
+        double one = 0, all = 0;
+        if (round % 2 == 0) {
+          one = decode_seconds(causal, layer, q, out, 1), all = decode_seconds(causal, layer, q, out, team);
+        } else {
+          all = decode_seconds(causal, layer, q, out, team), one = decode_seconds(causal, layer, q, out, 1);
+        }
+        team_times.push_back(all);
+        speedups.push_back(one / all);
+      }
+      state.SetIterationTime(median(team_times));
+    }
+    set_ratio_counters(state, "threads_speedup", speedups);
+  });
+  if (family == nullptr) return;
+  family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+  registry.add(name, BenchmarkInfo{"paired", "decode_threads/" + decode_type_name<E>(), kDecodeDim, team});
+}
+
 }  // namespace detail
 
 /// Registers the Decode section's families on 1 and `threads` threads.
 inline void register_decode_paired(Registry& registry, int threads) {
   const std::vector<index_t> contexts{4096, 32768, 131072};
   for (const int team : detail::peak_teams(threads)) {
-    for (const bool paged : {false, true}) {
-      detail::register_decode_family<float>(registry, paged, 1, team, contexts);
-      detail::register_decode_family<bfloat16>(registry, paged, 1, team, contexts);
-      detail::register_decode_family<float16>(registry, paged, 1, team, contexts);
-      detail::register_decode_family<q8_0_block>(registry, paged, 1, team, contexts);
+    for (const detail::DecodeLayout layout : {detail::kContiguous, detail::kPaged}) {
+      detail::register_decode_family<float>(registry, layout, 1, team, contexts);
+      detail::register_decode_family<bfloat16>(registry, layout, 1, team, contexts);
+      detail::register_decode_family<float16>(registry, layout, 1, team, contexts);
+      detail::register_decode_family<q8_0_block>(registry, layout, 1, team, contexts);
     }
-    detail::register_decode_family<float16>(registry, true, 8, team, {32768});
+    detail::register_decode_family<float16>(registry, detail::kPaged, 8, team, {32768});
+    // Short pages: a run of 16 rows is shorter than the prefetch distance.
+    detail::register_decode_family<float16>(registry, detail::kShortPages, 1, team, {32768, 131072});
+    detail::register_decode_family<q8_0_block>(registry, detail::kShortPages, 1, team, {32768, 131072});
+    detail::register_decode_family<float16>(registry, detail::kShortPages, 8, team, {32768});
 
     // 8-bit blocks against float16, and a causal window against the full cache, at 131072.
     const std::vector<index_t> longest = sizes(131072, 131072);
     const std::string q8_name = "paired/decode_q8_over_fp16/threads:" + std::to_string(team);
     if (auto* family = register_at(q8_name, longest, [=](benchmark::State& state) {
           const index_t n = state.range(0);
-          std::vector<detail::DecodeLayer<float16>> fp16 = detail::decode_layers<float16>(1, n, false);
+          std::vector<detail::DecodeLayer<float16>> fp16 = detail::decode_layers<float16>(1, n, detail::kContiguous);
           std::vector<detail::DecodeLayer<q8_0_block>> q8 =
-              detail::decode_layers<q8_0_block>(1, n, false, static_cast<index_t>(fp16.size()));
+              detail::decode_layers<q8_0_block>(1, n, detail::kContiguous, static_cast<index_t>(fp16.size()));
           const std::vector<float> q = detail::decode_queries(1);
           std::vector<float> out(q.size());
           const Full causal{.causal = true};
@@ -292,7 +358,7 @@ inline void register_decode_paired(Registry& registry, int threads) {
     const std::string window_name = "paired/decode_window/threads:" + std::to_string(team);
     if (auto* family = register_at(window_name, longest, [=](benchmark::State& state) {
           const index_t n = state.range(0);
-          std::vector<detail::DecodeLayer<float16>> layers = detail::decode_layers<float16>(1, n, false);
+          std::vector<detail::DecodeLayer<float16>> layers = detail::decode_layers<float16>(1, n, detail::kContiguous);
           const std::vector<float> q = detail::decode_queries(1);
           std::vector<float> out(q.size());
           const Full causal{.causal = true};
@@ -314,6 +380,14 @@ inline void register_decode_paired(Registry& registry, int threads) {
       registry.add(window_name, BenchmarkInfo{"paired", "decode_window", detail::kDecodeDim, team});
     }
   }
+  // All threads against one, paired (the of_probe families of the two teams run minutes apart).
+  if (threads == 1) return;
+  for (const detail::DecodeLayout layout : {detail::kContiguous, detail::kPaged}) {
+    detail::register_decode_threads_family<float>(registry, layout, threads, {32768, 131072});
+    detail::register_decode_threads_family<bfloat16>(registry, layout, threads, {32768, 131072});
+    detail::register_decode_threads_family<float16>(registry, layout, threads, {32768, 131072});
+    detail::register_decode_threads_family<q8_0_block>(registry, layout, threads, {32768, 131072});
+  }
 }
 
 /// The issue-29 target rows.
@@ -331,13 +405,14 @@ inline void write_decode_targets(std::ostream& out, const ReportData& data, int 
   for (const int team : detail::peak_teams(threads)) {
     const std::string t = std::to_string(team) + (team == 1 ? " thread" : " threads");
     for (const char* type : {"float", "bf16", "fp16"})
-      for (const bool paged : {false, true})
+      for (const detail::DecodeLayout layout : {detail::kContiguous, detail::kPaged})
         for (const index_t n : {index_t{32768}, index_t{131072}})
-          row(std::string("decode ") + type + (paged ? " paged" : " contiguous") + ", n = " + std::to_string(n) + ", " +
-                  t + ": of the read probe, paired",
-              detail::decode_family(type, paged, 1, team), n, "of_probe", kDecodeProbeTarget, false, 100, "%");
+          row(std::string("decode ") + type + " " + layout.name() + ", n = " + std::to_string(n) + ", " + t +
+                  ": of the read probe, paired",
+              detail::decode_family(type, layout, 1, team), n, "of_probe", kDecodeProbeTarget, false, 100, "%");
     row("decode fp16 paged, B = 8 ragged, n = 32768, " + t + ": of the read probe, paired",
-        detail::decode_family("fp16", true, 8, team), 32768, "of_probe", kDecodeBatchProbeTarget, false, 100, "%");
+        detail::decode_family("fp16", detail::kPaged, 8, team), 32768, "of_probe", kDecodeBatchProbeTarget, false,
+        100, "%");
     row("decode q8_0 over fp16 tokens/s, n = 131072, " + t + ", paired",
         "paired/decode_q8_over_fp16/threads:" + std::to_string(team), 131072, "q8_speedup", kDecodeQ8Target, false, 1,
         " x");
@@ -345,6 +420,14 @@ inline void write_decode_targets(std::ostream& out, const ReportData& data, int 
         "paired/decode_window/threads:" + std::to_string(team), 131072, "window_share", kDecodeWindowTarget, true, 100,
         "%");
   }
+  if (threads == 1) return;
+  for (const char* type : {"float", "bf16", "fp16"})
+    for (const detail::DecodeLayout layout : {detail::kContiguous, detail::kPaged})
+      for (const index_t n : {index_t{32768}, index_t{131072}})
+        row(std::string("decode ") + type + " " + layout.name() + ", n = " + std::to_string(n) + ": " +
+                std::to_string(threads) + " threads over 1 thread, paired",
+            detail::decode_threads_family(type, layout, threads), n, "threads_speedup", kDecodeThreadsTarget, false, 1,
+            " x");
 }
 
 /// Report section: every decode family's GB/s against its probe and tokens/s.
@@ -357,14 +440,14 @@ inline void write_decode_section(std::ostream& out, const ReportData& data, int 
       << "|---|---|---|---|---|---|---|---|---|\n";
   for (const int team : detail::peak_teams(threads))
     for (const char* type : {"float", "bf16", "fp16", "q8_0"})
-      for (const bool paged : {false, true})
+      for (const detail::DecodeLayout layout : {detail::kContiguous, detail::kPaged, detail::kShortPages})
         for (const index_t batch : {index_t{1}, index_t{8}}) {
-          const std::string name = detail::decode_family(type, paged, batch, team);
+          const std::string name = detail::decode_family(type, layout, batch, team);
           for (const index_t n : {index_t{4096}, index_t{32768}, index_t{131072}}) {
             const auto gbps = detail::find_counter(data.runs, name, n, "gbps");
             if (!gbps) continue;
-            out << "| " << type << " | " << (paged ? "paged" : "contiguous") << " | " << batch << " | " << team << " | "
-                << n << " | " << detail::fixed(*gbps, 1) << " | "
+            out << "| " << type << " | " << layout.name() << " | " << batch << " | " << team << " | " << n << " | "
+                << detail::fixed(*gbps, 1) << " | "
                 << detail::fixed(*detail::find_counter(data.runs, name, n, "probe_gbps"), 1) << " | "
                 << detail::ratio_text(*detail::find_counter(data.runs, name, n, "of_probe"),
                                       *detail::find_counter(data.runs, name, n, "of_probe_min"),
@@ -372,6 +455,22 @@ inline void write_decode_section(std::ostream& out, const ReportData& data, int 
                 << " | " << detail::fixed(*detail::find_counter(data.runs, name, n, "tokens_per_s"), 1) << " |\n";
           }
         }
+  out << "\n";
+  if (threads == 1) return;
+  out << "All " << threads << " threads against one, calls alternating over the same layers (B = 1): one "
+      << "thread's time over the team's, median of the pairs [min, max].\n\n"
+      << "| cache | layout | n | speedup |\n|---|---|---|---|\n";
+  for (const char* type : {"float", "bf16", "fp16", "q8_0"})
+    for (const detail::DecodeLayout layout : {detail::kContiguous, detail::kPaged})
+      for (const index_t n : {index_t{32768}, index_t{131072}}) {
+        const std::string name = detail::decode_threads_family(type, layout, threads);
+        const auto speedup = detail::find_counter(data.runs, name, n, "threads_speedup");
+        if (!speedup) continue;
+        out << "| " << type << " | " << layout.name() << " | " << n << " | "
+            << detail::ratio_text(*speedup, *detail::find_counter(data.runs, name, n, "threads_speedup_min"),
+                                  *detail::find_counter(data.runs, name, n, "threads_speedup_max"), 1, 2, " x")
+            << " |\n";
+      }
   out << "\n";
 }
 
