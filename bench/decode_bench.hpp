@@ -411,8 +411,8 @@ inline void write_decode_targets(std::ostream& out, const ReportData& data, int 
                   ": of the read probe, paired",
               detail::decode_family(type, layout, 1, team), n, "of_probe", kDecodeProbeTarget, false, 100, "%");
     row("decode fp16 paged, B = 8 ragged, n = 32768, " + t + ": of the read probe, paired",
-        detail::decode_family("fp16", detail::kPaged, 8, team), 32768, "of_probe", kDecodeBatchProbeTarget, false,
-        100, "%");
+        detail::decode_family("fp16", detail::kPaged, 8, team), 32768, "of_probe", kDecodeBatchProbeTarget, false, 100,
+        "%");
     row("decode q8_0 over fp16 tokens/s, n = 131072, " + t + ", paired",
         "paired/decode_q8_over_fp16/threads:" + std::to_string(team), 131072, "q8_speedup", kDecodeQ8Target, false, 1,
         " x");

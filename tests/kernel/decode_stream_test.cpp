@@ -67,11 +67,11 @@ void expect_reads_and_prefetches(const kernel::DecodeCall<float>& call, const ke
           const index_t j = c - c0;
           const std::size_t target = position + static_cast<std::size_t>(ahead_rows);
           if (target < all.size()) {
-            ASSERT_LT(j, ahead.count) << "row " << position << " prefetches nothing";
-            EXPECT_EQ(ahead.first + j * ahead.stride, all[target]) << "row " << position;
+            ASSERT_NE(ahead.address(j), nullptr) << "row " << position << " prefetches nothing";
+            EXPECT_EQ(ahead.address(j), all[target]) << "row " << position;
             EXPECT_EQ(ahead.elements, SmallPagedCache::kDim);
           } else {
-            EXPECT_GE(j, ahead.count) << "row " << position << " prefetches past both streams";
+            EXPECT_EQ(ahead.address(j), nullptr) << "row " << position << " prefetches past both streams";
           }
         }
       });
@@ -90,6 +90,30 @@ TEST(DecodeStream, ReadsInOrderAndPrefetchesAheadAcrossHeadsPagesAndStreams) {
   // One kv head of two; an empty stream next.
   const kernel::DecodeStream second_head{true, 0, {1, 1}, runs};
   for (index_t ahead_rows : {3, 10}) expect_reads_and_prefetches(call, second_head, {false, 0, {1, 1}, {}}, ahead_rows);
+}
+
+// How many read calls read_stream makes over `stream` followed by `next`.
+std::size_t read_calls(const kernel::DecodeCall<float>& call, const kernel::DecodeStream& stream,
+                       const kernel::DecodeStream& next, index_t ahead_rows) {
+  std::size_t calls = 0;
+  kernel::read_stream(call, stream, next, ahead_rows,
+                      [&](index_t, index_t, index_t, const simd::RowPrefetch<float>&) { ++calls; });
+  return calls;
+}
+
+TEST(DecodeStream, OneCallPerRunAndHeadWhenTheRowsAheadCrossAHead) {
+  const SmallPagedCache cache;
+  const kernel::DecodeCall<float> call = cache.call();
+  // Two whole pages, two heads: 4 (run, head) pieces of 4 rows. Rows ahead 1 ... 4 start inside
+  // one piece and end in the next, so every piece is one call; only the last piece, whose rows
+  // ahead go on into the V stream (another piece of another stream), may be cut once.
+  const std::vector<KeyRange> runs{{0, 4}, {4, 8}};
+  const kernel::DecodeStream keys{true, 0, {0, 2}, runs}, values{false, 0, {0, 2}, runs};
+  for (index_t ahead_rows : {1, 3, 4}) {
+    SCOPED_TRACE("ahead_rows " + std::to_string(ahead_rows));
+    EXPECT_LE(read_calls(call, keys, values, ahead_rows), 5u);
+    expect_reads_and_prefetches(call, keys, values, ahead_rows);
+  }
 }
 
 TEST(DecodeStream, LeadingRunsArePagesCoveringTheDistance) {

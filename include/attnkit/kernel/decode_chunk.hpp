@@ -44,10 +44,11 @@ inline constexpr index_t kDecodeBlockScores = 16384;
 inline constexpr index_t kDecodePrefetchBytes = 8192;
 
 /// kDecodePrefetchBytes in rows of `elements` elements of E, rounded down to whole pages of
-/// page_size tokens when a page holds fewer rows: the rows ahead then cross a page where the
-/// rows read do, and read_stream does not split every page's reads in two (8-bit blocks, 60
-/// rows ahead over 16-token pages, ran 17% slower with the split; docs/architecture.md,
-/// "Decode over KV caches").
+/// page_size tokens when a page holds fewer rows, so that the rows ahead cross a page where the
+/// rows read do: 8-bit blocks over 16-token pages, 60 rows ahead against 48, ran 17% slower
+/// while read_stream cut each page's reads in two where the rows ahead crossed a page, and
+/// still 5% slower once it no longer did (StreamCursor::rows in two pieces; float16, 32 rows,
+/// is a whole number of pages either way; docs/architecture.md, "Decode over KV caches").
 template <class E>
 index_t decode_prefetch_rows(index_t elements, index_t page_size) {
   const index_t rows = std::max<index_t>(1, kDecodePrefetchBytes / (elements * static_cast<index_t>(sizeof(E))));
@@ -96,18 +97,22 @@ class StreamCursor {
     settle();
   }
 
-  /// Rows from the position to the end of its run and head (0 past the end of both streams).
-  index_t rows_left() const { return stream_ < streams_.size() ? run().end - run().begin - offset_ : 0; }
-
-  /// Those rows, to prefetch (none past the end of both streams).
+  /// The rows from the position to the end of its run and head, then those of the next run or
+  /// head of the same stream (none past the end of both streams): the rows to prefetch while
+  /// as many are read. Two pieces, so that a call reading one run of one head is not cut where
+  /// its rows to prefetch cross a head or a page (over memory, each cut cost about as much as
+  /// the call's rows gained from a page twice as long: docs/architecture.md, "Decode over KV
+  /// caches").
   simd::RowPrefetch<E> rows() const {
-    if (stream_ == streams_.size()) return {};
-    const DecodeStream& stream = streams_[stream_];
-    const index_t g = stream.heads.first + head_, from = run().begin + offset_;
-    const DecodeGeometry& geometry = call_.geometry;
-    const index_t elements = (stream.keys ? geometry.head_dim : geometry.value_dim) / kValuesPerElement<E>;
-    if (stream.keys) return {call_.cache.key(stream.b, g, from), call_.cache.key_stride(), rows_left(), elements};
-    return {call_.cache.value(stream.b, g, from), call_.cache.value_stride(), rows_left(), elements};
+    simd::RowPrefetch<E> ahead = piece();
+    if (ahead.count == 0) return ahead;
+    StreamCursor following = *this;
+    following.advance(ahead.count);
+    if (following.stream_ != stream_) return ahead;  // K rows, then V rows: another stride and size
+    const simd::RowPrefetch<E> then = following.piece();
+    ahead.then = then.first;
+    ahead.then_count = then.count;
+    return ahead;
   }
 
   /// Moves n rows on in reading order.
@@ -122,6 +127,20 @@ class StreamCursor {
 
  private:
   const KeyRange& run() const { return streams_[stream_].runs[run_]; }
+
+  /// Rows from the position to the end of its run and head (0 past the end of both streams).
+  index_t rows_left() const { return stream_ < streams_.size() ? run().end - run().begin - offset_ : 0; }
+
+  /// Those rows (none past the end of both streams).
+  simd::RowPrefetch<E> piece() const {
+    if (stream_ == streams_.size()) return {};
+    const DecodeStream& stream = streams_[stream_];
+    const index_t g = stream.heads.first + head_, from = run().begin + offset_;
+    const DecodeGeometry& geometry = call_.geometry;
+    const index_t elements = (stream.keys ? geometry.head_dim : geometry.value_dim) / kValuesPerElement<E>;
+    if (stream.keys) return {call_.cache.key(stream.b, g, from), call_.cache.key_stride(), rows_left(), elements};
+    return {call_.cache.value(stream.b, g, from), call_.cache.value_stride(), rows_left(), elements};
+  }
 
   /// From the end of a run's rows of one head to the next head, run or stream.
   void settle() {
@@ -146,8 +165,8 @@ class StreamCursor {
 /// its heads, in reading order), split so that before the row at position p of the stream is
 /// read, the one at p + ahead_rows is prefetched: in the stream, or else in `next` (the
 /// stream read next: the block's V rows, the next block's K rows). `ahead` holds the rows to
-/// prefetch, row j before key c0 + j; a split falls where those rows cross a run, a head or a
-/// page.
+/// prefetch, row j before key c0 + j; a split falls where those rows run out (StreamCursor::rows:
+/// at the end of the next run or head after the one they start in, or of the stream).
 template <class E, class Read>
 void read_stream(const DecodeCall<E>& call, const DecodeStream& stream, const DecodeStream& next, index_t ahead_rows,
                  const Read& read) {
@@ -156,9 +175,9 @@ void read_stream(const DecodeCall<E>& call, const DecodeStream& stream, const De
   for (const KeyRange& run : stream.runs) {
     for (index_t h = 0; h < stream.heads.count; ++h) {
       for (index_t c = run.begin; c < run.end;) {
-        const index_t left = ahead.rows_left();
-        const index_t end = left == 0 ? run.end : std::min(run.end, c + left);
-        read(h, c, end, ahead.rows());
+        const simd::RowPrefetch<E> rows = ahead.rows();
+        const index_t end = rows.size() == 0 ? run.end : std::min(run.end, c + rows.size());
+        read(h, c, end, rows);
         ahead.advance(end - c);
         c = end;
       }

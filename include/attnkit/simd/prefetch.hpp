@@ -53,30 +53,46 @@ void prefetch_row(const T* row, index_t size, bool for_write, PrefetchLevel leve
 
 /// Rows a kernel asks to be prefetched while it runs, spread over its work (decode's scores
 /// and P V prefetch the next block's K and V rows, one row per row they consume, so that
-/// memory stays busy while they compute): `count`
-/// rows of `elements` elements, the first at `first`, `stride` elements apart. Into L1: the
-/// rows are the next block of a stream, read within microseconds (docs/architecture.md,
-/// "Decode over KV caches": on an AMD EPYC family 26, half caches 9-12% faster than with
-/// prefetcht1, float and 8-bit caches unchanged).
+/// memory stays busy while they compute): `count` rows of `elements` elements, the first at
+/// `first`, `stride` elements apart, then `then_count` more rows of the same size and stride
+/// from `then` (the next head's or page's rows of a decode stream: a kernel's call need not end
+/// where the rows it prefetches cross a head or a page). Into L1: the rows are the next block
+/// of a stream, read within microseconds (docs/architecture.md, "Decode over KV caches": on an
+/// AMD EPYC family 26, half caches 9-12% faster than with prefetcht1, float and 8-bit caches
+/// unchanged).
 template <class E>
 struct RowPrefetch {
   const E* first = nullptr;
   index_t stride = 0, count = 0, elements = 0;
+  const E* then = nullptr;
+  index_t then_count = 0;
 
-  /// Prefetches row i (none when i >= count).
-  void row(index_t i) const {
-    if (i < count) prefetch_row(first + i * stride, elements, false, PrefetchLevel::kL1);
+  /// Rows to prefetch.
+  index_t size() const { return count + then_count; }
+
+  /// Where row i lies (nullptr when i >= size()).
+  const E* address(index_t i) const {
+    if (i < count) return first + i * stride;
+    if (i - count < then_count) return then + (i - count) * stride;
+    return nullptr;
   }
 
-  /// Prefetches rows [begin, end) of the count (clamped).
+  /// Prefetches row i (none when i >= size()).
+  void row(index_t i) const {
+    if (const E* at = address(i)) prefetch_row(at, elements, false, PrefetchLevel::kL1);
+  }
+
+  /// Prefetches rows [begin, end) of the rows (clamped).
   void rows(index_t begin, index_t end) const {
     for (index_t i = begin; i < end; ++i) row(i);
   }
 
-  /// The rows from `begin` on (none when begin >= count).
+  /// The rows from `begin` on (none when begin >= size()).
   RowPrefetch from(index_t begin) const {
-    if (begin >= count) return {};
-    return {first + begin * stride, stride, count - begin, elements};
+    if (begin < count) return {first + begin * stride, stride, count - begin, elements, then, then_count};
+    begin -= count;
+    if (begin >= then_count) return {};
+    return {then + begin * stride, stride, then_count - begin, elements};
   }
 };
 
