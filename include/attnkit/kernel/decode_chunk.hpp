@@ -32,9 +32,11 @@ namespace attnkit::kernel {
 /// stream of K rows), one online softmax update, then P V (one stream of V rows). A read probe
 /// alternating between K and V every 64 rows of a float16 cache ran at 0.85 of the linear
 /// probe, every 256 rows at 0.92, every 1024 at 0.97 (docs/architecture.md, "Decode over KV
-/// caches"). Fewer keys when the item has many rows: its scores stay within kDecodeBlockScores
-/// floats.
-inline constexpr index_t kDecodeBlockKeys = 512;
+/// caches"); an item of one kv head's 4 rows (contiguous caches) takes its whole chunk as one
+/// block (2048 keys: float16, bfloat16 and 8-bit calls 1.05-1.13x those with blocks of 512 over
+/// memory, float 1.00-1.03x). Fewer keys when the item has many rows: its scores stay within
+/// kDecodeBlockScores floats (an item of 8 kv heads, 32 rows: 512 keys; 2048 were not faster).
+inline constexpr index_t kDecodeBlockKeys = 2048;
 inline constexpr index_t kDecodeBlockScores = 16384;
 
 /// How far a stream is prefetched ahead of the row being read: 8 KiB of rows (16 rows of a
