@@ -24,9 +24,9 @@ namespace detail {
 
 /// Validates q [B, Hq, Lq, D], out [B, Hq, Lq, Dv], lse [B, Hq, Lq, 1] and the options against
 /// a validated cache shape.
-template <class Q, class Out>
+template <class Q, class Out, class Lse>
 void validate_decode(const TensorView<const Q>& q, const CacheShape& cache, const TensorView<Out>& out,
-                     const TensorView<float>* lse, const Options& options) {
+                     const TensorView<Lse>* lse, const Options& options) {
   validate_view("q", q, 1);
   validate_view("out", out, 1);
   require_size("q", q, kBatch, cache.batch, "must equal the cache's batch (lengths.size())");
@@ -44,6 +44,11 @@ void validate_decode(const TensorView<const Q>& q, const CacheShape& cache, cons
   require_size("out", out, kSeq, q.seq(), "must equal q.sizes[seq]");
   require_size("out", out, kDim, cache.value_dim, "must equal the cache's value dimension");
   if (lse != nullptr) validate_lse(*lse, q.batch(), q.heads(), q.seq());
+  reject_overlap("out", out, "q", q);
+  if (lse != nullptr) {
+    reject_overlap("lse", *lse, "q", q);
+    reject_overlap("lse", *lse, "out", out);
+  }
   if (!options.key_lengths.empty()) {
     reject("options.key_lengths.size()", options.key_lengths.size(),
            "must be 0 over a KV cache (the cache's lengths give each sequence's keys)");
@@ -56,6 +61,13 @@ template <DecodablePattern P, class Q, AnyKvCache Cache, class Out>
 void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cache, const TensorView<Out>& out,
                 const TensorView<float>* lse, const Options& options) {
   using E = cache_element_t<Cache>;
+  if constexpr (requires { pattern.repeats_blocks(); }) {
+    if (pattern.repeats_blocks()) {
+      reject("pattern", "a BigBird whose given table repeats blocks",
+             "attention over a KV cache reads each attended key once (0/1 masks); a repeated block is a "
+             "multiplicity (run the tensor call)");
+    }
+  }
   const CacheShape shape = validate_cache(cache);
   validate_decode(q, shape, out, lse, options);
   const double scale = resolve_scale(options, shape.head_dim);
@@ -99,8 +111,8 @@ void decode_front_door(const P& pattern, const TensorView<Q>& q, const Cache& ca
 /// out[b, h, i, :] = attention of query row i of sequence b, at position lengths[b] - Lq + i,
 /// over the keys the pattern gives that position among the lengths[b] tokens the cache holds
 /// (SPEC.md section 13): q [B, Hq, Lq, D] (1 <= Lq <= 64) of float, bfloat16 or float16; the
-/// cache a KvCache or PagedKvCache of float, bfloat16, float16 or q8_0_block with Hq a multiple
-/// of its kv heads; out [B, Hq, Lq, Dv] of q's type or float. A sequence of length 0, and rows
+/// cache a KvCache or PagedKvCache of float, bfloat16, float16 or q8_0_block (or of const ones)
+/// with Hq a multiple of its kv heads; out [B, Hq, Lq, Dv] of q's type or float. A sequence of length 0, and rows
 /// before its first token, get zeros. Every (sequence, kv head) reads each attended key once
 /// for all its query heads and rows; results are the same bits for any thread count. Throws
 /// attnkit::invalid_argument, with nothing written, when a shape, length, page id or option
@@ -108,7 +120,8 @@ void decode_front_door(const P& pattern, const TensorView<Q>& q, const Cache& ca
 template <class P, class Q, AnyKvCache Cache, class Out>
 requires(AttentionPattern<P> || PatternVariant<P>) void attention(const P& pattern, TensorView<Q> q, const Cache& cache,
                                                                   TensorView<Out> out, const Options& options = {}) {
-  detail::decode_front_door(pattern, q, cache, out, static_cast<const TensorView<float>*>(nullptr), options);
+  detail::decode_front_door(pattern, q, detail::readable_cache(cache), out,
+                            static_cast<const TensorView<float>*>(nullptr), options);
 }
 
 /// As above, and lse[b, h, i, 0] = the natural-log log-sum-exp of the row's scores (-inf for
@@ -117,7 +130,7 @@ template <class P, class Q, AnyKvCache Cache, class Out, class Lse>
 requires(AttentionPattern<P> || PatternVariant<P>) void attention(const P& pattern, TensorView<Q> q, const Cache& cache,
                                                                   TensorView<Out> out, TensorView<Lse> lse,
                                                                   const Options& options = {}) {
-  detail::decode_front_door(pattern, q, cache, out, &lse, options);
+  detail::decode_front_door(pattern, q, detail::readable_cache(cache), out, &lse, options);
 }
 
 }  // namespace attnkit

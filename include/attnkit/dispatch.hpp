@@ -129,14 +129,15 @@ void attention(const P& pattern, TensorView<Q> q, TensorView<K> k, TensorView<V>
 template <DispatchedPatternOrVariant P, class Q, AnyKvCache Cache, class Out>
 void attention(const P& pattern, TensorView<Q> q, const Cache& cache, TensorView<Out> out,
                const Options& options = {}) {
-  detail::run_decode(pattern, q, cache, out, static_cast<const TensorView<float>*>(nullptr), options);
+  detail::run_decode(pattern, q, attnkit::detail::readable_cache(cache), out,
+                     static_cast<const TensorView<float>*>(nullptr), options);
 }
 
 /// As above, with the per-row log-sum-exp (lse [B, Hq, Lq, 1] float).
 template <DispatchedPatternOrVariant P, class Q, AnyKvCache Cache, class Out, class Lse>
 void attention(const P& pattern, TensorView<Q> q, const Cache& cache, TensorView<Out> out, TensorView<Lse> lse,
                const Options& options = {}) {
-  detail::run_decode(pattern, q, cache, out, &lse, options);
+  detail::run_decode(pattern, q, attnkit::detail::readable_cache(cache), out, &lse, options);
 }
 
 }  // namespace attnkit::dispatch

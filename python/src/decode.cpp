@@ -140,7 +140,7 @@ py::object reference_decode(py::handle pattern_object, py::handle q_object, py::
         std::visit(
             [&](const auto& c) {
               TensorView<double> lse_view = lse_arg.view<double>();
-              reference::attention(held, q.view<const Q>(), c, out_arg.view<double>(), &lse_view, options);
+              reference::attention(held, q.view<const Q>(), c, out_arg.view<double>(), lse_view, options);
             },
             cache);
       } else {
@@ -192,6 +192,7 @@ py::object decode_attention(py::handle pattern, py::handle q_object, py::handle 
   const std::vector<index_t> out_sizes{call.q.sizes[0], call.q.sizes[1], call.q.sizes[2], value_dim(cache)};
   if (out.is_none()) out = allocate(call.q.library, call.q.dtype, out_sizes);
   call.out = tensor_arg(out, "out");
+  call.out.require_library(call.q.library);
   call.out.require_dims(4, "[B, Hq, Lq, Dv]");
   call.out.require_writable();
   if (call.out.dtype != call.q.dtype && call.out.dtype != DType::kFloat32) {
@@ -204,6 +205,7 @@ py::object decode_attention(py::handle pattern, py::handle q_object, py::handle 
   }
   if (!lse.is_none()) {
     TensorArg lse_view = tensor_arg(lse, "lse");
+    lse_view.require_library(call.q.library);
     lse_view.require_dims(3, "[B, Hq, Lq]");
     lse_view.require_writable();
     lse_view.require_dtype(DType::kFloat32, "must be float32 over a KV cache");

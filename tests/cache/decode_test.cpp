@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -36,7 +37,7 @@ void expect_matches_reference(const P& pattern, const std::vector<Q>& q, index_t
             lse_view(lse.data(), batch, q_heads, q_len), options);
   std::vector<double> ref(out.size()), ref_lse(lse.size());
   TensorView<double> ref_lse_view = lse_view(ref_lse.data(), batch, q_heads, q_len);
-  reference::attention(pattern, qv, cache, bhld(ref.data(), batch, q_heads, q_len, value_dim), &ref_lse_view);
+  reference::attention(pattern, qv, cache, bhld(ref.data(), batch, q_heads, q_len, value_dim), ref_lse_view);
   std::vector<double> got(out.size()), got_lse(lse.size());
   for (std::size_t i = 0; i < out.size(); ++i) got[i] = static_cast<double>(widen(out[i]));
   for (std::size_t i = 0; i < lse.size(); ++i) got_lse[i] = lse[i];
@@ -230,6 +231,40 @@ TEST(DecodeAppend, AppendThenAttendEqualsPrefill) {
   }
 }
 
+// A cache over const buffers (KvCache<const E>, PagedKvCache<const E>) is read by attention and
+// by the reference exactly as the writable cache over the same memory.
+TEST(DecodeReadOnlyCache, ConstBuffersGiveTheWritableCachesBits) {
+  const index_t capacity = 128, head_dim = 32, q_heads = 4, q_len = 3;
+  TestCache<float16> cache(2, 2, capacity, head_dim, head_dim, true, 16);
+  cache.fill(capacity, 23, {100, 57});
+  std::vector<float> q(static_cast<std::size_t>(2 * q_heads * q_len * head_dim));
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(normal_sample(23, 9, i));
+  const auto qv = bhld(static_cast<const float*>(q.data()), 2, q_heads, q_len, head_dim);
+  const std::vector<index_t>& lengths = cache.lengths;
+  const auto as_const = [](const TensorView<float16>& view) { return TensorView<const float16>(view); };
+  const KvCache<float16> writable = cache.contiguous();
+  const KvCache<const float16> read_only{as_const(writable.k), as_const(writable.v), std::span<const index_t>(lengths)};
+  const PagedKvCache<float16> paged = cache.paged_view();
+  const PagedKvCache<const float16> paged_read_only{as_const(paged.k_pages), as_const(paged.v_pages), paged.block_table,
+                                                    std::span<const index_t>(lengths)};
+  const auto run = [&](const auto& any_cache) {
+    std::vector<float> out(static_cast<std::size_t>(2 * q_heads * q_len * head_dim));
+    attention(SlidingWindow::causal(48), qv, any_cache, bhld(out.data(), 2, q_heads, q_len, head_dim));
+    return out;
+  };
+  EXPECT_EQ(run(read_only), run(writable));
+  EXPECT_EQ(run(paged_read_only), run(paged));
+  const auto run_reference = [&](const auto& any_cache) {
+    std::vector<double> out(static_cast<std::size_t>(2 * q_heads * q_len * head_dim)), lse(2 * q_heads * q_len);
+    reference::attention(SlidingWindow::causal(48), qv, any_cache, bhld(out.data(), 2, q_heads, q_len, head_dim),
+                         lse_view(lse.data(), 2, q_heads, q_len));
+    out.insert(out.end(), lse.begin(), lse.end());
+    return out;
+  };
+  EXPECT_EQ(run_reference(read_only), run_reference(writable));
+  EXPECT_EQ(run_reference(paged_read_only), run_reference(paged));
+}
+
 // append stores rows rounded to nearest even (half caches) or quantized as INFERENCE.md's
 // 8-bit block rule says, computed here independently in double.
 TEST(DecodeAppend, StoresRoundedAndQuantizedRows) {
@@ -270,6 +305,21 @@ TEST(DecodeAppend, StoresRoundedAndQuantizedRows) {
   const q8_0_block nan_block = quantize_q8_0(bad.data());
   EXPECT_TRUE(std::isnan(to_float(nan_block.scale)));
   EXPECT_EQ(nan_block.values[0], 0);
+  // A finite block too small to invert (max |x| / 127 below 1 / FLT_MAX): zero scale and values,
+  // reads back as zeros (x * (1 / d) would be 0 * inf = NaN and +-inf, converted to int8).
+  for (const float amax : {1e-38f, 3.6e-37f, std::numeric_limits<float>::denorm_min()}) {
+    std::vector<float> tiny(32, 0.0f);
+    tiny[5] = amax;
+    tiny[9] = -amax / 2;
+    const q8_0_block tiny_block = quantize_q8_0(tiny.data());
+    EXPECT_EQ(to_float(tiny_block.scale), 0.0f) << amax;
+    std::vector<float> back(32, 1.0f);
+    dequantize_q8_0(tiny_block, back.data());
+    for (index_t i = 0; i < 32; ++i) {
+      EXPECT_EQ(tiny_block.values[i], 0) << amax << " " << i;
+      EXPECT_EQ(back[static_cast<std::size_t>(i)], 0.0f) << amax << " " << i;
+    }
+  }
 }
 
 // Every bad input: attnkit::invalid_argument naming the argument, nothing written (out keeps

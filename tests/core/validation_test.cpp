@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -160,6 +161,69 @@ TEST(Validation, ReferenceValidatesTheSameWay) {
   call.kv = with_size(call.kv, kDim, 2);
   EXPECT_THROW(reference::attention(Full{}, call.qv, call.kv, call.vv, call.outv), attnkit::invalid_argument);
   EXPECT_TRUE(call.untouched());
+}
+
+// out and lse must share no memory with another argument: out = v (a whole alias) used to run
+// and return a wrong result, since the kernels read v's rows after out's were written.
+TEST(Validation, OutputOverlappingAnInputIsRejected) {
+  // q, k, v and out all [1, 2, 8, 4] (Hq = Hk, Lq = Lk, D = Dv), so out can sit on any input.
+  constexpr index_t kElements = 1 * 2 * 8 * 4;
+  std::vector<float> arena(4 * kElements + 2 * 8);
+  for (std::size_t i = 0; i < arena.size(); ++i) arena[i] = 0.01f * static_cast<float>(i % 97);
+  const auto input = [&](index_t slot) {
+    return bhld(static_cast<const float*>(arena.data()) + slot * kElements, 1, 2, 8, 4);
+  };
+  const auto output = [&](index_t offset) { return bhld(arena.data() + offset, 1, 2, 8, 4); };
+  const TensorView<const float> q = input(0), k = input(1), v = input(2);
+  const auto expect_overlap = [&](const TensorView<float>& out, const TensorView<float>* lse, const std::string& first,
+                                  const std::string& second) {
+    const std::vector<float> before = arena;
+    try {
+      if (lse != nullptr) {
+        attention(Full{}, q, k, v, out, *lse);
+      } else {
+        attention(Full{}, q, k, v, out);
+      }
+      ADD_FAILURE() << "no exception for " << first << " over " << second;
+    } catch (const attnkit::invalid_argument& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find(first + " must not overlap " + second), std::string::npos) << message;
+    }
+    EXPECT_EQ(arena, before) << first << " over " << second << ": something was written";
+  };
+  expect_overlap(output(2 * kElements), nullptr, "out", "v");                  // out = v
+  expect_overlap(output(2 * kElements + kElements / 2), nullptr, "out", "v");  // out's first half is v's second
+  expect_overlap(output(kElements - 1), nullptr, "out", "q");                  // one shared element with q
+  expect_overlap(output(kElements + 5), nullptr, "out", "k");
+  // lse [1, 2, 8, 1] over q's first rows, and over out's.
+  TensorView<float> lse_over_q = lse_view(arena.data() + 3, 1, 2, 8);
+  expect_overlap(output(3 * kElements), &lse_over_q, "lse", "q");
+  TensorView<float> lse_over_out = lse_view(arena.data() + 3 * kElements + 4, 1, 2, 8);
+  expect_overlap(output(3 * kElements), &lse_over_out, "lse", "out");
+
+  // Interleaved rows that share no byte: q and out as the two halves of a [1, 2, 8, 2 x 4]
+  // buffer (row stride 8): their address ranges intersect, their rows do not. Accepted.
+  std::vector<float> fused(static_cast<std::size_t>(2 * kElements));
+  const TensorView<float> fused_out(fused.data() + 4, {1, 2, 8, 4}, {2 * 8 * 8, 8 * 8, 8, 1});
+  const TensorView<float> fused_q(fused.data(), {1, 2, 8, 4}, {2 * 8 * 8, 8 * 8, 8, 1});
+  for (index_t h = 0; h < 2; ++h)
+    for (index_t l = 0; l < 8; ++l)
+      for (index_t d = 0; d < 4; ++d) fused_q(0, h, l, d) = q(0, h, l, d);
+  attention(Full{}, TensorView<const float>(fused_q), k, v, fused_out);
+  std::vector<float> separate(static_cast<std::size_t>(kElements));
+  attention(Full{}, q, k, v, bhld(separate.data(), 1, 2, 8, 4));
+  for (index_t h = 0; h < 2; ++h)
+    for (index_t l = 0; l < 8; ++l)
+      for (index_t d = 0; d < 4; ++d)
+        EXPECT_EQ(fused_out(0, h, l, d), separate[static_cast<std::size_t>((h * 8 + l) * 4 + d)]);
+  // ... and shifted by one element they share a byte: rejected.
+  const TensorView<float> shifted_out(fused.data() + 3, {1, 2, 8, 4}, {2 * 8 * 8, 8 * 8, 8, 1});
+  EXPECT_THROW(attention(Full{}, TensorView<const float>(fused_q), k, v, shifted_out), attnkit::invalid_argument);
+
+  // Adjacent, not overlapping: accepted, and the same result as separate buffers.
+  TensorView<float> lse_after_out = lse_view(arena.data() + 4 * kElements, 1, 2, 8);
+  attention(Full{}, q, k, v, output(3 * kElements), lse_after_out);
+  EXPECT_TRUE(std::equal(separate.begin(), separate.end(), arena.begin() + 3 * kElements));
 }
 
 TEST(Validation, ViewHelpersRejectNegativeSizesAndOverflow) {

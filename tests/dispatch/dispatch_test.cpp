@@ -265,7 +265,7 @@ void expect_every_kind_decodes_or_is_refused() {
               std::vector<double> ref(out.size()), ref_lse(lse.size()), got(out.size()), got_lse(lse.size());
               TensorView<double> ref_lse_view = bhld(ref_lse.data(), batch, q_heads, q_len, 1);
               reference::attention(std::get<Held>(kinds[kind]), qv, cache.paged_view(),
-                                   bhld(ref.data(), batch, q_heads, q_len, dim), &ref_lse_view);
+                                   bhld(ref.data(), batch, q_heads, q_len, dim), ref_lse_view);
               for (std::size_t i = 0; i < out.size(); ++i) got[i] = static_cast<double>(widen(out[i]));
               for (std::size_t i = 0; i < lse.size(); ++i) got_lse[i] = lse[i];
               EXPECT_TRUE(all_close<double>(bhld(got.data(), batch, q_heads, q_len, dim),

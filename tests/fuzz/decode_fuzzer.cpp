@@ -233,7 +233,7 @@ void run_case(const DecodeCase& c, const P& pattern, bool decodable) {
   visit_pattern(pattern, [&](const auto& held) {
     if constexpr (DecodablePattern<std::remove_cvref_t<decltype(held)>>) {
       with_cache([&](const auto& view) {
-        reference::attention(held, qv, view, bhld(ref.data(), c.batch, c.q_heads, c.q_len, c.value_dim), &ref_lse_view,
+        reference::attention(held, qv, view, bhld(ref.data(), c.batch, c.q_heads, c.q_len, c.value_dim), ref_lse_view,
                              c.options);
       });
     }

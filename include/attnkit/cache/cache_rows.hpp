@@ -45,7 +45,7 @@ class CacheRows {
   /// token by token as in [B, capacity, Hk, D]): reading a page's rows head after head is then
   /// one pass over memory, where one head's rows of page after page jump between short runs
   /// (on an AMD EPYC family 26, a read probe in that order ran at 0.58-0.67 of a linear one;
-  /// docs/architecture.md, "Decode over KV caches").
+  /// docs/notes/decode-streaming.md).
   bool heads_share_pages() const {
     const auto interleaved = [](const TensorView<E>& view) { return view.stride(kHeads) < view.stride(kSeq); };
     return table_ != nullptr || (interleaved(k_) && interleaved(v_));

@@ -20,6 +20,17 @@ template <class E>
 concept CacheElement =
     std::same_as<E, float> || std::same_as<E, bfloat16> || std::same_as<E, float16> || std::same_as<E, q8_0_block>;
 
+/// A cache's element type as a view holds it: a CacheElement, or a const one for a cache that
+/// is only read (KvCache<const float> over const buffers; attnkit::append takes writable ones).
+template <class E>
+concept CacheStorage = CacheElement<std::remove_const_t<E>>;
+
+namespace detail {
+/// The lengths a cache of E holds: const for a read-only cache.
+template <class E>
+using cache_length_t = std::conditional_t<std::is_const_v<E>, const index_t, index_t>;
+}  // namespace detail
+
 /// Values per stored element: 32 for an 8-bit block, else 1. A cache view's dim axis counts
 /// elements, so a q8_0_block cache of head dimension D has D / 32 of them per row.
 template <CacheElement E>
@@ -29,12 +40,13 @@ inline constexpr index_t kValuesPerElement = std::same_as<E, q8_0_block> ? q8_0_
 /// kValuesPerElement), any strides with a unit last one (so a [B, capacity, Hk, D] buffer is
 /// viewed with attnkit::blhd), and lengths[b] in [0, capacity]: sequence b holds its tokens
 /// 0 .. lengths[b] - 1 in slots 0 .. lengths[b] - 1. attnkit::append writes rows and advances
-/// the lengths; attnkit::attention reads them.
-template <CacheElement E>
+/// the lengths; attnkit::attention reads them. A KvCache<const E> (const buffers and lengths)
+/// is read by attnkit::attention and reference::attention like a KvCache<E>.
+template <CacheStorage E>
 struct KvCache {
   TensorView<E> k;
   TensorView<E> v;
-  std::span<index_t> lengths;
+  std::span<detail::cache_length_t<E>> lengths;
 };
 
 /// A sequence-major table of page ids (vLLM's block table): entry (b, p) = data[b * stride + p]
@@ -54,13 +66,14 @@ struct PageTable {
 /// A paged cache: k_pages [num_pages, Hk, page_size, D], v_pages [num_pages, Hk, page_size, Dv]
 /// (strided, so vLLM's [num_pages, page_size, Hk, D] is viewed with attnkit::blhd), the block
 /// table and lengths[b] <= pages_per_sequence * page_size (its capacity). Token t of sequence b
-/// sits in slot t % page_size of page block_table(b, t / page_size).
-template <CacheElement E>
+/// sits in slot t % page_size of page block_table(b, t / page_size). PagedKvCache<const E> is
+/// its read-only form, as for KvCache.
+template <CacheStorage E>
 struct PagedKvCache {
   TensorView<E> k_pages;
   TensorView<E> v_pages;
   PageTable block_table;
-  std::span<index_t> lengths;
+  std::span<detail::cache_length_t<E>> lengths;
 };
 
 namespace detail {
@@ -68,18 +81,46 @@ template <class C>
 struct cache_traits {
   static constexpr bool kIsCache = false;
 };
-template <CacheElement E>
+template <CacheStorage E>
 struct cache_traits<KvCache<E>> {
   static constexpr bool kIsCache = true;
   static constexpr bool kPaged = false;
-  using element_type = E;
+  using element_type = std::remove_const_t<E>;
 };
-template <CacheElement E>
+template <CacheStorage E>
 struct cache_traits<PagedKvCache<E>> {
   static constexpr bool kIsCache = true;
   static constexpr bool kPaged = true;
-  using element_type = E;
+  using element_type = std::remove_const_t<E>;
 };
+
+/// The cache as the readers take it: itself, or for a read-only cache the same views and
+/// lengths typed as a writable one (the readers never write through it; append, which writes,
+/// takes writable caches only).
+template <CacheElement E>
+const KvCache<E>& readable_cache(const KvCache<E>& cache) {
+  return cache;
+}
+template <CacheElement E>
+const PagedKvCache<E>& readable_cache(const PagedKvCache<E>& cache) {
+  return cache;
+}
+template <CacheElement E>
+KvCache<E> readable_cache(const KvCache<const E>& cache) {
+  const auto writable = [](const TensorView<const E>& view) {
+    return TensorView<E>(const_cast<E*>(view.data()), view.sizes(), view.strides());
+  };
+  return {writable(cache.k), writable(cache.v),
+          std::span<index_t>(const_cast<index_t*>(cache.lengths.data()), cache.lengths.size())};
+}
+template <CacheElement E>
+PagedKvCache<E> readable_cache(const PagedKvCache<const E>& cache) {
+  const auto writable = [](const TensorView<const E>& view) {
+    return TensorView<E>(const_cast<E*>(view.data()), view.sizes(), view.strides());
+  };
+  return {writable(cache.k_pages), writable(cache.v_pages), cache.block_table,
+          std::span<index_t>(const_cast<index_t*>(cache.lengths.data()), cache.lengths.size())};
+}
 }  // namespace detail
 
 /// KvCache<E> or PagedKvCache<E>.

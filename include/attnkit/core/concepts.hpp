@@ -176,6 +176,14 @@ concept BiasedPlan = KeyTilePlan<Plan> &&
   plan.add_bias(head, position, tile, scores, unit);
 };
 
+/// A BiasedPlan whose bias may be absent from a call: has_bias() tells (BigBird's plan carries
+/// one only for a given table that repeats blocks). The driver skips add_bias when it is false,
+/// and combinators take such an operand when it is (its pattern is then a 0/1 mask).
+template <class Plan>
+concept OptionallyBiasedPlan = BiasedPlan<Plan> && requires(const Plan& plan) {
+  { plan.has_bias() } -> std::convertible_to<bool>;
+};
+
 /// The key tiles a BiasedPlan's bias applies to (the driver's bias policy).
 enum class BiasScope { kMaskedTiles, kEveryTile };
 template <BiasedPlan Plan>

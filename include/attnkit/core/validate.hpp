@@ -1,7 +1,9 @@
 #pragma once
 // Validation of one attention call: every rule checked before anything is written.
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,81 @@ void validate_view(const char* name, const TensorView<T>& view, index_t min_dim)
   }
 }
 
+/// The bytes a validated view's elements span, from its lowest to one past its highest element
+/// address (an empty view spans nothing).
+struct ByteSpan {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+  bool empty() const { return begin == end; }
+};
+
+template <class T>
+ByteSpan byte_span(const TensorView<T>& view) {
+  for (int axis = 0; axis < 4; ++axis) {
+    if (view.size(axis) == 0) return {};
+  }
+  // validate_view has checked that these offsets fit in int64.
+  index_t lowest = 0;
+  index_t highest = 0;
+  for (int axis = 0; axis < 4; ++axis) {
+    const index_t offset = (view.size(axis) - 1) * view.stride(axis);
+    (offset < 0 ? lowest : highest) += offset;
+  }
+  const auto base = reinterpret_cast<std::uintptr_t>(view.data());
+  constexpr auto element = static_cast<std::uintptr_t>(sizeof(T));
+  return {base - static_cast<std::uintptr_t>(-lowest) * element,
+          base + static_cast<std::uintptr_t>(highest) * element + element};
+}
+
+/// The rows (b, h, l) of a validated view as byte ranges, sorted by start and merged where
+/// they touch. O(rows log rows).
+template <class T>
+std::vector<ByteSpan> row_spans(const TensorView<T>& view) {
+  std::vector<ByteSpan> rows;
+  rows.reserve(static_cast<std::size_t>(view.batch() * view.heads() * view.seq()));
+  const auto row_bytes = static_cast<std::uintptr_t>(view.dim()) * sizeof(T);
+  for (index_t b = 0; b < view.batch(); ++b)
+    for (index_t h = 0; h < view.heads(); ++h)
+      for (index_t l = 0; l < view.seq(); ++l) {
+        const auto begin = reinterpret_cast<std::uintptr_t>(view.row(b, h, l));
+        rows.push_back({begin, begin + row_bytes});
+      }
+  std::sort(rows.begin(), rows.end(), [](const ByteSpan& x, const ByteSpan& y) { return x.begin < y.begin; });
+  std::vector<ByteSpan> merged;
+  for (const ByteSpan& row : rows) {
+    if (!merged.empty() && row.begin <= merged.back().end) {
+      merged.back().end = std::max(merged.back().end, row.end);
+    } else {
+      merged.push_back(row);
+    }
+  }
+  return merged;
+}
+
+/// An output must not share memory with another argument: the kernels read q, k and v while
+/// out is written, so a shared byte would feed results back as inputs. Views whose address
+/// ranges are apart (the usual case) cost O(1); views interleaved in one buffer (a fused qkv
+/// tensor with out beside it, heads of several tensors in one mapping) are compared row by
+/// row, exactly, in O(rows log rows).
+template <class Output, class Other>
+void reject_overlap(const char* output_name, const TensorView<Output>& output, const char* other_name,
+                    const TensorView<Other>& other) {
+  const ByteSpan a = byte_span(output);
+  const ByteSpan b = byte_span(other);
+  if (a.empty() || b.empty() || a.end <= b.begin || b.end <= a.begin) return;
+  const std::vector<ByteSpan> output_rows = row_spans(output), other_rows = row_spans(other);
+  for (std::size_t i = 0, j = 0; i < output_rows.size() && j < other_rows.size();) {
+    if (output_rows[i].end <= other_rows[j].begin) {
+      ++i;
+    } else if (other_rows[j].end <= output_rows[i].begin) {
+      ++j;
+    } else {
+      reject(std::string(output_name) + ".data", static_cast<const void*>(output.data()),
+             std::string(output_name) + " must not overlap " + other_name + " (they share memory)");
+    }
+  }
+}
+
 template <class T>
 void require_size(const char* name, const TensorView<T>& view, int axis, index_t expected, const char* rule) {
   if (view.size(axis) != expected) {
@@ -89,7 +166,8 @@ inline void validate_scale_and_threads(const Options& options) {
 }
 
 /// Validates q [B,Hq,Lq,D], k [B,Hk,Lk,D], v [B,Hk,Lk,Dv], out [B,Hq,Lq,Dv], optional
-/// lse [B,Hq,Lq,1] and the options; returns the call's shape. Throws attnkit::invalid_argument
+/// lse [B,Hq,Lq,1] and the options, and that out and lse overlap no other argument; returns
+/// the call's shape. Throws attnkit::invalid_argument
 /// naming the first broken rule. (Element types are checked at compile time by the front door.)
 template <class T, class Output = T, class Lse = T>
 AttentionShape validate_call(const TensorView<const T>& q, const TensorView<const T>& k, const TensorView<const T>& v,
@@ -113,6 +191,15 @@ AttentionShape validate_call(const TensorView<const T>& q, const TensorView<cons
   require_size("out", out, kSeq, shape.q_len, "must equal q.sizes[seq]");
   require_size("out", out, kDim, shape.value_dim, "must equal v.sizes[dim]");
   if (lse != nullptr) validate_lse(*lse, shape.batch, shape.q_heads, shape.q_len);
+  reject_overlap("out", out, "q", q);
+  reject_overlap("out", out, "k", k);
+  reject_overlap("out", out, "v", v);
+  if (lse != nullptr) {
+    reject_overlap("lse", *lse, "q", q);
+    reject_overlap("lse", *lse, "k", k);
+    reject_overlap("lse", *lse, "v", v);
+    reject_overlap("lse", *lse, "out", out);
+  }
   validate_scale_and_threads(options);
   return shape;
 }

@@ -17,7 +17,7 @@ namespace attnkit::kernel {
 /// D = 128 float cache are 1 MiB of K: a 131072-token context gives 64 chunks per kv head
 /// (enough to balance two threads on one kv head), a 4096-token one 2. With chunks of 512,
 /// whose first block had nothing prefetched ahead of it, float16 decode over memory ran 4-8%
-/// slower (docs/architecture.md, "Decode over KV caches"); an item's last block now prefetches
+/// slower (docs/notes/decode-streaming.md); an item's last block now prefetches
 /// the next chunk's first K rows.
 inline constexpr index_t kDecodeChunkKeys = 2048;
 

@@ -31,7 +31,7 @@ namespace attnkit::kernel {
 /// Keys per softmax block inside a chunk, at most: scores of every row for these keys (one
 /// stream of K rows), one online softmax update, then P V (one stream of V rows). A read probe
 /// alternating between K and V every 64 rows of a float16 cache ran at 0.85 of the linear
-/// probe, every 256 rows at 0.92, every 1024 at 0.97 (docs/architecture.md, "Decode over KV
+/// probe, every 256 rows at 0.92, every 1024 at 0.97 (docs/notes/decode-streaming.md,
 /// caches"); an item of one kv head's 4 rows (contiguous caches) takes its whole chunk as one
 /// block (2048 keys: float16, bfloat16 and 8-bit calls 1.05-1.13x those with blocks of 512 over
 /// memory, float 1.00-1.03x). Fewer keys when the item has many rows: its scores stay within
@@ -50,7 +50,7 @@ inline constexpr index_t kDecodePrefetchBytes = 8192;
 /// rows read do: 8-bit blocks over 16-token pages, 60 rows ahead against 48, ran 17% slower
 /// while read_stream cut each page's reads in two where the rows ahead crossed a page, and
 /// still 5% slower once it no longer did (StreamCursor::rows in two pieces; float16, 32 rows,
-/// is a whole number of pages either way; docs/architecture.md, "Decode over KV caches").
+/// is a whole number of pages either way; docs/notes/decode-streaming.md).
 template <class E>
 index_t decode_prefetch_rows(index_t elements, index_t page_size) {
   const index_t rows = std::max<index_t>(1, kDecodePrefetchBytes / (elements * static_cast<index_t>(sizeof(E))));
@@ -103,8 +103,7 @@ class StreamCursor {
   /// head of the same stream (none past the end of both streams): the rows to prefetch while
   /// as many are read. Two pieces, so that a call reading one run of one head is not cut where
   /// its rows to prefetch cross a head or a page: with 64-token pages each run was two calls,
-  /// and one call ran float16 1.05-1.12x faster over memory (docs/architecture.md, "Decode over
-  /// KV caches").
+  /// and one call ran float16 1.05-1.12x faster over memory (docs/notes/decode-calls-and-blocks.md).
   simd::RowPrefetch<E> rows() const {
     simd::RowPrefetch<E> ahead = piece();
     if (ahead.count == 0) return ahead;

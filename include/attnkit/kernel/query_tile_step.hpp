@@ -30,10 +30,13 @@ inline constexpr T kLog2e = T(1.442695040888963407359924681001892137);
 
 /// Whether a plan's score bias applies to this key tile: a BiasedPlan's bias_scope() (every
 /// tile for a position bias such as ALiBi; by default only tiles that need a mask, where
-/// LSH's self penalty sits); never for other plans.
+/// LSH's self penalty sits); never for other plans, nor for an OptionallyBiasedPlan without one.
 template <KeyTilePlan Plan>
 bool biases_tile(const Plan& plan, const KeyTile& tile) {
   if constexpr (BiasedPlan<Plan>) {
+    if constexpr (OptionallyBiasedPlan<Plan>) {
+      if (!plan.has_bias()) return false;
+    }
     return tile.needs_mask || bias_scope(plan) == BiasScope::kEveryTile;
   } else {
     return false;

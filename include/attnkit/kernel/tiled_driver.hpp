@@ -139,7 +139,7 @@ class TiledPass {
         // V is read in place when its rows are the keys in order (no reordering plan), whole
         // vectors (nothing to pad) and adjacent in memory. Rows a head stride apart (BLHD:
         // H Dv elements, 2 KiB for H = 8, Dv = 64 in float) made full attention 1.35x slower
-        // than packed rows, paired, on a Xeon with AVX-512 (docs/architecture.md). Half V is
+        // than packed rows, paired, on a Xeon with AVX-512 (docs/notes/driver-design.md). Half V is
         // always packed (widened).
         panels_(call.shape, tiles, call.v,
                 !ReorderingPlan<Plan> && std::is_same_v<typename Call::key_value_type, T> &&

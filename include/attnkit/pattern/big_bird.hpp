@@ -3,12 +3,15 @@
 // (arXiv 2007.14062; SPEC.md section 6), run as the equivalent BlockSparse.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "attnkit/core/concepts.hpp"
 #include "attnkit/core/cost.hpp"
 #include "attnkit/core/errors.hpp"
 #include "attnkit/core/index.hpp"
@@ -18,6 +21,72 @@
 #include "attnkit/pattern/block_sparse.hpp"
 
 namespace attnkit {
+
+namespace detail {
+
+/// The key blocks a given BigBird table names more than once for a query block's rows
+/// (counting the window and global blocks the row attends anyway): mu = 1 + extra.
+class BigBirdRepeats {
+ public:
+  struct Repeat {
+    index_t block;
+    index_t extra;  // mu - 1
+  };
+
+  /// From a table [heads][blocks - 2][r] (entries in [0, blocks)); empty() when nothing repeats.
+  /// O(heads * blocks * r (r + 5)).
+  BigBirdRepeats(index_t block_size, index_t blocks, index_t heads, index_t r, const std::vector<index_t>& table)
+      : block_size_(block_size), blocks_(blocks), heads_(heads) {
+    std::vector<std::vector<Repeat>> rows(static_cast<std::size_t>(heads * (blocks - 2)));
+    bool any = false;
+    for (index_t h = 0; h < heads; ++h)
+      for (index_t p = 1; p < blocks - 1; ++p) {
+        const auto first = table.begin() + ((h * (blocks - 2)) + (p - 1)) * r;
+        std::vector<index_t> named(first, first + r);  // the row's blocks, each once below
+        for (index_t kb : {index_t{0}, p - 1, p, p + 1, blocks - 1}) named.push_back(kb);
+        std::sort(named.begin(), named.end());
+        named.erase(std::unique(named.begin(), named.end()), named.end());
+        std::vector<Repeat>& row = rows[static_cast<std::size_t>(h * (blocks - 2) + (p - 1))];
+        for (index_t kb : named) {
+          // The window and global blocks count once (even where they coincide: p = 1 has
+          // p - 1 = 0), each table entry naming kb once more.
+          const bool attended_anyway = kb == 0 || kb == blocks - 1 || (kb >= p - 1 && kb <= p + 1);
+          const auto listed = static_cast<index_t>(std::count(first, first + r, kb));
+          const index_t mu = (attended_anyway ? 1 : 0) + listed;
+          if (mu > 1) {
+            row.push_back({kb, mu - 1});
+            any = true;
+          }
+        }
+      }
+    if (any) rows_ = std::make_shared<const std::vector<std::vector<Repeat>>>(std::move(rows));
+  }
+  BigBirdRepeats() = default;
+
+  bool empty() const { return rows_ == nullptr; }
+  index_t block_size() const { return block_size_; }
+
+  /// The repeated blocks of query block p's rows (none for the global rows 0 and nb - 1).
+  std::span<const Repeat> row(index_t head, index_t p) const {
+    if (rows_ == nullptr || p <= 0 || p >= blocks_ - 1) return {};
+    const index_t table_head = heads_ == 1 ? 0 : head;
+    return (*rows_)[static_cast<std::size_t>(table_head * (blocks_ - 2) + (p - 1))];
+  }
+  /// mu - 1 for key block kb of query block p's rows.
+  index_t extra(index_t head, index_t p, index_t kb) const {
+    for (const Repeat& repeat : row(head, p))
+      if (repeat.block == kb) return repeat.extra;
+    return 0;
+  }
+
+ private:
+  index_t block_size_ = 1;
+  index_t blocks_ = 0;
+  index_t heads_ = 1;
+  std::shared_ptr<const std::vector<std::vector<Repeat>>> rows_;  // null: no repeats
+};
+
+}  // namespace detail
 
 /// Blocks of b tokens, nb = ceil(n / b). Query blocks 0 and nb - 1 attend every key block;
 /// every other block p attends A(p) = {0, nb - 1} U {p - 1, p, p + 1} U R_h[p], where R_h[p]
@@ -29,10 +98,12 @@ namespace attnkit {
 /// for short inputs) are not reproduced by the drawn table.
 /// from_table(block_size, blocks, heads, table) takes R_h[p] as given instead: HF's rand_attn
 /// ([heads][blocks - 2][r], the rows of blocks 1 ... nb - 2), for a checkpoint's exact
-/// pattern. A given entry naming a block the row attends anyway (its window, block 0 or
-/// nb - 1; HF's eval-mode table is all zeros) adds nothing: attnkit's patterns are 0/1 masks, a
-/// key enters a row's softmax once however many parts of the pattern name it (SPEC.md
-/// section 6), where HF gathers such a key again and weights it twice.
+/// pattern, with HF's multiplicities: a key of block kb enters row p's softmax mu times, mu the
+/// number of times the row's parts name kb (the window and global blocks once, plus each table
+/// entry naming it; SPEC.md section 6). HF's eval-mode table is all zeros, so block 0 counts
+/// 1 + r times in rows 1 ... nb - 2. The driver runs a repeated block once, with ln(mu) added
+/// to its scores; such a pattern cannot be combined (Union, Intersection, PerHead) or decode
+/// over a KV cache (both refuse it with attnkit::invalid_argument).
 class BigBird {
  public:
   explicit BigBird(index_t block_size = 64, index_t random_blocks = 3, std::uint64_t seed = 0, std::uint64_t layer = 0)
@@ -64,6 +135,7 @@ class BigBird {
     pattern.table_ = std::make_shared<const std::vector<index_t>>(std::move(table));
     pattern.table_blocks_ = blocks;
     pattern.table_heads_ = heads;
+    pattern.repeats_ = detail::BigBirdRepeats(block_size, blocks, heads, pattern.random_blocks_, *pattern.table_);
     return pattern;
   }
 
@@ -71,6 +143,77 @@ class BigBird {
   index_t random_blocks() const { return random_blocks_; }
   /// True for a pattern made by from_table.
   bool has_given_table() const { return table_ != nullptr; }
+  /// True when a given table names some row's block more than once, counting the window and
+  /// global blocks the row attends anyway (HF's eval-mode zeros do): keys with mu > 1.
+  bool repeats_blocks() const { return !repeats_.empty(); }
+
+  /// BlockSparse's mask with BigBird's multiplicities: mu = 1 + extra_multiplicity for the
+  /// attended keys of a repeated block.
+  class Mask {
+   public:
+    Mask(detail::BigBirdRepeats repeats, BlockSparse::Mask blocks)
+        : repeats_(std::move(repeats)), blocks_(std::move(blocks)) {}
+    int multiplicity(index_t head, index_t i, index_t j) const {
+      const int attended = blocks_.multiplicity(head, i, j);
+      if (attended == 0) return 0;
+      const index_t b = repeats_.block_size();
+      return attended + static_cast<int>(repeats_.extra(head, i / b, j / b));
+    }
+    /// Sum of mu over row i's keys in `keys`.
+    index_t count(index_t head, index_t i, const KeyRange& keys) const {
+      index_t total = blocks_.count(head, i, keys);
+      const index_t b = repeats_.block_size();
+      for (const auto& repeat : repeats_.row(head, i / b)) {
+        const KeyRange block{std::max(keys.begin, repeat.block * b), std::min(keys.end, (repeat.block + 1) * b)};
+        if (block.begin < block.end) total += repeat.extra * blocks_.count(head, i, block);
+      }
+      return total;
+    }
+    template <class F>
+    void for_each_span(index_t head, index_t i, F&& f) const {
+      blocks_.for_each_span(head, i, f);
+    }
+
+   private:
+    detail::BigBirdRepeats repeats_;
+    BlockSparse::Mask blocks_;
+  };
+
+  /// BlockSparse's plan plus, for a table that repeats blocks, ln(mu) added to the scores of
+  /// a repeated block's keys (an OptionallyBiasedPlan: without repeats the driver never asks).
+  class Plan {
+   public:
+    static constexpr BiasScope kBiasScope = BiasScope::kEveryTile;
+
+    Plan(detail::BigBirdRepeats repeats, BlockSparse::Plan blocks, index_t kv_len)
+        : repeats_(std::move(repeats)), blocks_(std::move(blocks)), kv_len_(kv_len) {}
+
+    template <class Visit>
+    void for_each_key_tile(index_t head, index_t q_begin, index_t q_end, Visit&& visit) const {
+      blocks_.for_each_key_tile(head, q_begin, q_end, visit);
+    }
+    template <class T>
+    void exclude(index_t head, index_t i, const KeyTile& tile, T* scores) const {
+      blocks_.exclude(head, i, tile, scores);
+    }
+    bool has_bias() const { return !repeats_.empty(); }
+    /// unit * ln(mu) on the keys of row `position`'s repeated blocks inside the tile.
+    template <class S>
+    void add_bias(index_t head, index_t position, const KeyTile& tile, S* scores, S unit) const {
+      const index_t b = repeats_.block_size();
+      for (const auto& repeat : repeats_.row(head, position / b)) {
+        const index_t begin = std::max(tile.begin, repeat.block * b);
+        const index_t end = std::min({tile.end, (repeat.block + 1) * b, kv_len_});
+        const S bias = unit * static_cast<S>(std::log(static_cast<double>(1 + repeat.extra)));
+        for (index_t j = begin; j < end; ++j) scores[j - tile.begin] += bias;
+      }
+    }
+
+   private:
+    detail::BigBirdRepeats repeats_;
+    BlockSparse::Plan blocks_;
+    index_t kv_len_;
+  };
 
   /// R_h[p] for one head and query block of a sequence of `blocks` blocks: sorted, at most r
   /// entries (fewer when the row has fewer candidates); empty for the global rows 0, nb - 1.
@@ -147,11 +290,12 @@ class BigBird {
     return BlockSparse(block_size_, std::move(layouts));
   }
 
-  auto mask(const AttentionShape& shape) const { return block_sparse(shape).mask(shape); }
-  auto plan(const AttentionShape& shape, const TileShape& tiles) const {
-    return block_sparse(shape).plan(shape, tiles);
+  Mask mask(const AttentionShape& shape) const { return Mask(repeats_, block_sparse(shape).mask(shape)); }
+  Plan plan(const AttentionShape& shape, const TileShape& tiles) const {
+    return Plan(repeats_, block_sparse(shape).plan(shape, tiles), shape.kv_len);
   }
-  /// Pairs from the block rows directly (without building layouts): O(heads * blocks * r^2).
+  /// Pairs (sum of mu) from the block rows directly (without building layouts):
+  /// O(heads * blocks * r^2).
   PatternCost cost(const AttentionShape& shape) const {
     require_self_attention(shape);
     require_table_fits(shape);
@@ -170,6 +314,8 @@ class BigBird {
           for (index_t kb = std::max<index_t>(p - 1, 1); kb <= std::min(p + 1, blocks - 2); ++kb)
             keys += block_keys(kb);
           keys += block_keys(0) + (blocks - 1 > 0 ? block_keys(blocks - 1) : 0);
+          for (const auto& repeat : repeats_.row(h, p))
+            keys += static_cast<double>(repeat.extra) * block_keys(repeat.block);
         }
         pairs += keys * block_keys(p);
       }
@@ -225,6 +371,7 @@ class BigBird {
   std::uint64_t seed_;
   std::uint64_t layer_;
   std::shared_ptr<const std::vector<index_t>> table_;  // from_table's R, else drawn
+  detail::BigBirdRepeats repeats_;                     // a given table's blocks with mu > 1
   index_t table_blocks_ = 0;
   index_t table_heads_ = 0;
 };

@@ -45,6 +45,14 @@ struct WithGlobalProjections {
     detail::validate_view("global.q", global.q, 1);
     detail::validate_view("global.k", global.k, 1);
     detail::validate_view("global.v", global.v, 1);
+    detail::reject_overlap("out", call.out, "global.q", global.q);
+    detail::reject_overlap("out", call.out, "global.k", global.k);
+    detail::reject_overlap("out", call.out, "global.v", global.v);
+    if (call.lse != nullptr) {
+      detail::reject_overlap("lse", *call.lse, "global.q", global.q);
+      detail::reject_overlap("lse", *call.lse, "global.k", global.k);
+      detail::reject_overlap("lse", *call.lse, "global.v", global.v);
+    }
     const auto local_plan = pattern.plan(call.shape, tiles);
     AttentionShape global_shape = call.shape;
     global_shape.q_len = static_cast<index_t>(pattern.global_tokens().size());

@@ -94,9 +94,13 @@ struct Intersection {
     }
   };
 
-  Mask mask(const AttentionShape& shape) const { return Mask(first.mask(shape), second.mask(shape)); }
+  Mask mask(const AttentionShape& shape) const {
+    detail::require_unit_multiplicities(first, "Intersection");
+    detail::require_unit_multiplicities(second, "Intersection");
+    return Mask(first.mask(shape), second.mask(shape));
+  }
   Plan plan(const AttentionShape& shape, const TileShape& tiles) const {
-    return detail::plan_operands<Plan>(first, second, shape, tiles);
+    return detail::plan_operands<Plan>("Intersection", first, second, shape, tiles);
   }
   /// Exact pairs from the counting mask: O(Hq Lq) rows, each O(runs of the second operand).
   PatternCost cost(const AttentionShape& shape) const requires CountingMask<Mask> {

@@ -64,7 +64,7 @@ struct KernelizedRpe {
   /// attnkit/rpe_direct_m32 (bench preset, one run) on a 2-core AMD EPYC with AVX-512
   /// (H = 8, D = Dv = 64): 73 / 90, 80 / 104 and 72 / 110 GFLOP/s at n = 1024, 2048, 4096
   /// (27.9 / 18.8, 55.1 / 63.7 and 133 / 238 ms), so the paths cross between n = 1024 and
-  /// 2048, where the model puts them (docs/architecture.md).
+  /// 2048, where the model puts them (docs/notes/fft-rpe.md).
   static constexpr double kFftRelativeRate = 0.75;
 
   index_t features = 64;

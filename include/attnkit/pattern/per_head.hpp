@@ -80,7 +80,12 @@ class PerHead {
     check_shape(shape);
     std::vector<typename Mask::Choice> masks;
     for (const Choice& pattern : patterns_) {
-      masks.push_back(std::visit([&](const auto& p) { return typename Mask::Choice(p.mask(shape)); }, pattern));
+      masks.push_back(std::visit(
+          [&](const auto& p) {
+            detail::require_unit_multiplicities(p, "PerHead");
+            return typename Mask::Choice(p.mask(shape));
+          },
+          pattern));
     }
     return Mask(std::move(masks));
   }
@@ -88,7 +93,12 @@ class PerHead {
     check_shape(shape);
     std::vector<typename Plan::Choice> plans;
     for (const Choice& pattern : patterns_) {
-      plans.push_back(std::visit([&](const auto& p) { return typename Plan::Choice(p.plan(shape, tiles)); }, pattern));
+      plans.push_back(std::visit(
+          [&](const auto& p) {
+            detail::require_unit_multiplicities(p, "PerHead");
+            return typename Plan::Choice(p.plan(shape, tiles));
+          },
+          pattern));
     }
     return Plan(std::move(plans));
   }

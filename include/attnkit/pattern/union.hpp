@@ -124,9 +124,13 @@ struct Union {
     }
   }
 
-  Mask mask(const AttentionShape& shape) const { return Mask(first.mask(shape), second.mask(shape)); }
+  Mask mask(const AttentionShape& shape) const {
+    detail::require_unit_multiplicities(first, "Union");
+    detail::require_unit_multiplicities(second, "Union");
+    return Mask(first.mask(shape), second.mask(shape));
+  }
   Plan plan(const AttentionShape& shape, const TileShape& tiles) const {
-    return detail::plan_operands<Plan>(first, second, shape, tiles);
+    return detail::plan_operands<Plan>("Union", first, second, shape, tiles);
   }
   /// Exact pairs from the counting mask: O(Hq Lq) rows, each O(runs of the second operand).
   PatternCost cost(const AttentionShape& shape) const requires CountingMask<Mask> {

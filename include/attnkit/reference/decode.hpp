@@ -5,6 +5,7 @@
 // dequantizes element by element and takes mu from the mask's multiplicity, key by key.
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -46,26 +47,23 @@ const E* token_row(const PagedKvCache<E>& cache, bool value, index_t b, index_t 
   return pages.row(cache.block_table(b, t / page_size), h, t % page_size);
 }
 
-}  // namespace detail
+/// mu(head, position, key) of one sequence's mask.
+using SequenceMask = std::function<int(index_t, index_t, index_t)>;
+/// The mask of a sequence of `length` tokens.
+using SequenceMasks = std::function<SequenceMask(index_t length)>;
 
-/// Float64 attention of q [B, Hq, Lq, D] (float, bfloat16 or float16, widened exactly) over the
-/// cache's tokens, for the same patterns and rules as attnkit::attention over a cache: row i of
-/// sequence b at position p = lengths[b] - Lq + i attends key j < lengths[b] mu times, mu the
-/// multiplicity of sequence_prefix(pattern, lengths[b])'s mask on the lengths[b] x lengths[b]
-/// shape; values of 8-bit blocks are d * q. out [B, Hq, Lq, Dv] and lse [B, Hq, Lq, 1] (or
-/// null) in double; empty rows give 0 and -inf. O(Lq lengths[b] (D + Dv)) per head.
-template <DecodablePattern P, class Q, AnyKvCache Cache>
-void attention(const P& pattern, TensorView<const Q> q, const Cache& cache, TensorView<double> out,
-               TensorView<double>* lse = nullptr, const Options& options = {}) {
+/// The rows of every sequence against its cache in double, for validated arguments and q
+/// already widened. The pattern arrives as `masks_of`, so this loop is compiled once per cache
+/// type, not once per pattern, query type and cache type.
+template <AnyKvCache Cache>
+void decode_rows(const SequenceMasks& masks_of, const TensorView<const double>& q, const Cache& cache,
+                 const attnkit::detail::CacheShape& shape, const TensorView<double>& out, const TensorView<double>* lse,
+                 double sigma) {
   using E = cache_element_t<Cache>;
-  const attnkit::detail::CacheShape shape = attnkit::detail::validate_cache(cache);
-  attnkit::detail::validate_view("out", out, 1);
-  const double sigma = attnkit::detail::resolve_scale(options, shape.head_dim);
   const index_t group = q.heads() / shape.kv_heads;
   for (index_t b = 0; b < q.batch(); ++b) {
     const index_t length = cache.lengths[static_cast<std::size_t>(b)];
-    const AttentionShape square{1, q.heads(), shape.kv_heads, length, length, shape.head_dim, shape.value_dim};
-    const auto mask = sequence_prefix(pattern, length).mask(square);
+    const SequenceMask mu_of = masks_of(length);
     for (index_t h = 0; h < q.heads(); ++h)
       for (index_t i = 0; i < q.seq(); ++i) {
         const index_t position = length - q.seq() + i;
@@ -73,12 +71,11 @@ void attention(const P& pattern, TensorView<const Q> q, const Cache& cache, Tens
         std::vector<index_t> keys;
         if (position >= 0) {
           for (index_t j = 0; j < length; ++j) {
-            const int mu = mask.multiplicity(h, position, j);
+            const int mu = mu_of(h, position, j);
             if (mu == 0) continue;
-            const E* key = detail::token_row(cache, false, b, h / group, j);
+            const E* key = token_row(cache, false, b, h / group, j);
             double dot = 0;
-            for (index_t d = 0; d < shape.head_dim; ++d)
-              dot += static_cast<double>(widen(q(b, h, i, d))) * detail::cache_value(key, d);
+            for (index_t d = 0; d < shape.head_dim; ++d) dot += q(b, h, i, d) * cache_value(key, d);
             for (int m = 0; m < mu; ++m) {
               logits.push_back(sigma * dot);
               keys.push_back(j);
@@ -93,9 +90,9 @@ void attention(const P& pattern, TensorView<const Q> q, const Cache& cache, Tens
         }
         std::vector<double> sum(static_cast<std::size_t>(shape.value_dim), 0.0);
         for (std::size_t e = 0; e < keys.size(); ++e) {
-          const E* value = detail::token_row(cache, true, b, h / group, keys[e]);
+          const E* value = token_row(cache, true, b, h / group, keys[e]);
           for (index_t d = 0; d < shape.value_dim; ++d)
-            sum[static_cast<std::size_t>(d)] += weights[e] * detail::cache_value(value, d);
+            sum[static_cast<std::size_t>(d)] += weights[e] * cache_value(value, d);
         }
         for (index_t d = 0; d < shape.value_dim; ++d)
           out(b, h, i, d) = keys.empty() ? 0.0 : sum[static_cast<std::size_t>(d)] / total;
@@ -103,6 +100,53 @@ void attention(const P& pattern, TensorView<const Q> q, const Cache& cache, Tens
           (*lse)(b, h, i, 0) = keys.empty() ? -std::numeric_limits<double>::infinity() : top + std::log(total);
       }
   }
+}
+
+/// The float64 evaluation behind both reference::attention overloads over a cache: validates,
+/// widens q exactly into a [B, Hq, Lq, D] double buffer, then decode_rows.
+template <DecodablePattern P, class Q, AnyKvCache Cache>
+void decode_in_double(const P& pattern, const TensorView<const Q>& q, const Cache& cache, const TensorView<double>& out,
+                      const TensorView<double>* lse, const Options& options) {
+  const attnkit::detail::CacheShape shape = attnkit::detail::validate_cache(cache);
+  attnkit::detail::validate_decode(q, shape, out, lse, options);
+  std::vector<double> wide(static_cast<std::size_t>(q.batch() * q.heads() * q.seq() * q.dim()));
+  const TensorView<double> q64 = bhld(wide.data(), q.batch(), q.heads(), q.seq(), q.dim());
+  for (index_t b = 0; b < q.batch(); ++b)
+    for (index_t h = 0; h < q.heads(); ++h)
+      for (index_t i = 0; i < q.seq(); ++i)
+        for (index_t d = 0; d < q.dim(); ++d) q64(b, h, i, d) = static_cast<double>(widen(q(b, h, i, d)));
+  const SequenceMasks masks_of = [&](index_t length) -> SequenceMask {
+    const AttentionShape square{1, q.heads(), shape.kv_heads, length, length, shape.head_dim, shape.value_dim};
+    return [mask = sequence_prefix(pattern, length).mask(square)](index_t h, index_t i, index_t j) {
+      return static_cast<int>(mask.multiplicity(h, i, j));
+    };
+  };
+  decode_rows(masks_of, TensorView<const double>(q64), cache, shape, out, lse,
+              attnkit::detail::resolve_scale(options, shape.head_dim));
+}
+
+}  // namespace detail
+
+/// Float64 attention of q [B, Hq, Lq, D] (float, bfloat16 or float16, widened exactly) over the
+/// cache's tokens, with the arguments and rules of attnkit::attention over a cache (views of
+/// any constness, lse as a view): row i of sequence b at position p = lengths[b] - Lq + i
+/// attends key j < lengths[b] mu times, mu the multiplicity of
+/// sequence_prefix(pattern, lengths[b])'s mask on the lengths[b] x lengths[b] shape; values of
+/// 8-bit blocks are d * q. out [B, Hq, Lq, Dv] in double; empty rows give 0 (and lse -inf).
+/// O(Lq lengths[b] (D + Dv)) per head.
+template <DecodablePattern P, class Q, AnyKvCache Cache>
+void attention(const P& pattern, TensorView<Q> q, const Cache& cache, TensorView<double> out,
+               const Options& options = {}) {
+  detail::decode_in_double(pattern, TensorView<const std::remove_const_t<Q>>(q), attnkit::detail::readable_cache(cache),
+                           out, nullptr, options);
+}
+
+/// As above, and lse [B, Hq, Lq, 1] in double (the natural-log log-sum-exp of each row).
+template <DecodablePattern P, class Q, AnyKvCache Cache>
+void attention(const P& pattern, TensorView<Q> q, const Cache& cache, TensorView<double> out, TensorView<double> lse,
+               const Options& options = {}) {
+  detail::decode_in_double(pattern, TensorView<const std::remove_const_t<Q>>(q), attnkit::detail::readable_cache(cache),
+                           out, &lse, options);
 }
 
 }  // namespace attnkit::reference

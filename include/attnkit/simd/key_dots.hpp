@@ -81,7 +81,7 @@ template <index_t kRows, index_t kKeys, index_t kSpan, class E>
 /// cycle); two keys need 0.75, and one reduction per two keys. (Before decode prefetched its
 /// rows into L1, a tile reading 4 keys' d-th vectors in turn streamed a float cache from
 /// memory at half the read probe's speed; with the prefetch, key_dots_four_keys does not:
-/// docs/architecture.md, "Decode over KV caches".) Rows 0 and 1 of `ahead` are prefetched
+/// docs/notes/decode-streaming.md.) Rows 0 and 1 of `ahead` are prefetched
 /// before the keys are read. Inlined into the loop over keys: as a call per
 /// tile its prologue and spills cost as much as the FMAs.
 template <index_t kRows, index_t kKeys, class E>
@@ -146,7 +146,7 @@ template <index_t kRows, index_t kGroup>
 /// FMAs (0.5 loads per FMA, against 0.75 for a pair); one reduction per 16 scores, the
 /// accumulators row by row so that a row's four scores lie together. The four rows' lines are
 /// in L1 by then (decode prefetches them 8 KiB ahead), so reading them in turn costs nothing
-/// over address order: on an AMD EPYC family 26 (docs/architecture.md, "Decode over KV
+/// over address order: on an AMD EPYC family 26 (docs/notes/decode-streaming.md,
 /// caches"), a decode call 5-8% faster in cache than with pairs and 3-8% over memory.
 template <index_t kRows, class E>
 [[gnu::always_inline]] inline void key_dots_four_keys(const float* queries, index_t query_stride, const E* keys,

@@ -57,7 +57,7 @@ void prefetch_row(const T* row, index_t size, bool for_write, PrefetchLevel leve
 /// `first`, `stride` elements apart, then `then_count` more rows of the same size and stride
 /// from `then` (the next head's or page's rows of a decode stream: a kernel's call need not end
 /// where the rows it prefetches cross a head or a page). Into L1: the rows are the next block
-/// of a stream, read within microseconds (docs/architecture.md, "Decode over KV caches": on an
+/// of a stream, read within microseconds (docs/notes/decode-streaming.md: on an
 /// AMD EPYC family 26, half caches 9-12% faster than with prefetcht1, float and 8-bit caches
 /// unchanged).
 template <class E>

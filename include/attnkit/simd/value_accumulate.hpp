@@ -131,7 +131,7 @@ void accumulate_value_rows(T* o, index_t o_stride, const T* alpha, const T* p, i
 ///          readable per row, zero or unread beyond the real value dim
 /// Keys go in chunks of value_key_chunk, every row block taking a chunk before the next one:
 /// a chunk's V rows stay in L1 for all the rows, where a whole 256-key tile (64 KiB for
-/// Dv = 64) streamed from L2 once per 4-row block, 0.5 byte per FLOP (docs/architecture.md,
+/// Dv = 64) streamed from L2 once per 4-row block, 0.5 byte per FLOP (docs/notes/prefill-fma-peak.md,
 /// "Bytes per FLOP"). Each output element still sums its keys in order: the same result.
 template <class T, ZeroWeights kZero>
 void accumulate_values(T* o, index_t o_stride, const T* alpha, const T* p, index_t p_stride, const T* v,

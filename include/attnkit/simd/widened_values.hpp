@@ -17,9 +17,8 @@ namespace attnkit::simd {
 /// of 128 floats), 8 values and a weight on AVX-512's 32 registers; 2 x 4 on AVX2's 16. A
 /// block of 4 rows x 4 vectors read each V row in two halves, a group of 8 rows' first halves
 /// and then their second ones, and streamed a float cache from memory at half the probe's
-/// speed where whole rows in address order reach 0.8 of it (docs/architecture.md, "Decode over
-/// KV caches"). 8-bit blocks keep 4 rows x 4 vectors (2 on AVX2): their P V is bound by
-/// dequantizing, which a block of 2 rows does twice per value.
+/// speed where whole rows in address order reach 0.8 of it (docs/notes/decode-streaming.md). 8-bit blocks keep 4 rows x
+/// 4 vectors (2 on AVX2): their P V is bound by dequantizing, which a block of 2 rows does twice per value.
 template <class E>
 inline constexpr index_t kWidenedValueRows = std::is_same_v<E, q8_0_block> ? 4 : 2;
 template <class E>

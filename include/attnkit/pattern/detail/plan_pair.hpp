@@ -3,11 +3,13 @@
 // order and forwarding that order.
 
 #include <algorithm>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/cost.hpp"
+#include "attnkit/core/errors.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/plan_call.hpp"
 #include "attnkit/core/shape.hpp"
@@ -41,6 +43,19 @@ auto plan_second(const Second& second, const AttentionShape& shape, const TileSh
   }
 }
 
+/// Combinators take 0/1 masks: an operand whose multiplicities can exceed 1 (BigBird with a
+/// given table that repeats blocks: repeats_blocks()) is refused, naming the combinator, since
+/// a union or intersection of multisets is not what its tiles compute.
+template <class P>
+void require_unit_multiplicities(const P& operand, const char* combinator) {
+  if constexpr (requires { operand.repeats_blocks(); }) {
+    if (operand.repeats_blocks()) {
+      reject(std::string(combinator) + ": operand", "a BigBird whose given table repeats blocks",
+             "combinations take 0/1 masks; a repeated block is a multiplicity (call the BigBird on its own)");
+    }
+  }
+}
+
 template <class P>
 using mask_type = decltype(std::declval<const P&>().mask(std::declval<const AttentionShape&>()));
 
@@ -56,9 +71,12 @@ struct OperandTypes {
 };
 
 /// Plans both operands, the second in the first's row order, into a combinator's Plan
-/// (derived from PlanPair).
+/// (derived from PlanPair); `combinator` names it when an operand is refused.
 template <class Plan, class First, class Second>
-Plan plan_operands(const First& first, const Second& second, const AttentionShape& shape, const TileShape& tiles) {
+Plan plan_operands(const char* combinator, const First& first, const Second& second, const AttentionShape& shape,
+                   const TileShape& tiles) {
+  require_unit_multiplicities(first, combinator);
+  require_unit_multiplicities(second, combinator);
   auto first_plan = first.plan(shape, tiles);
   auto second_plan = plan_second(second, shape, tiles, first_plan);
   return Plan(std::move(first_plan), std::move(second_plan), tiles.key_rows);
@@ -82,7 +100,10 @@ template <class FirstPlan, class SecondPlan>
 class PlanPair {
   // Combinators merge tiles by -inf selection; a finite bias, results sent elsewhere or
   // positions that are not rows (LSH) have no meaning inside a union or an intersection.
-  static_assert(!BiasedPlan<FirstPlan> && !BiasedPlan<SecondPlan>, "combinators take no operand with a score bias");
+  // (An OptionallyBiasedPlan is taken: plan_operands refused its pattern if it had a bias.)
+  static_assert((!BiasedPlan<FirstPlan> || OptionallyBiasedPlan<FirstPlan>)&&(!BiasedPlan<SecondPlan> ||
+                                                                              OptionallyBiasedPlan<SecondPlan>),
+                "combinators take no operand with a score bias");
   static_assert(!OccurrencePlan<FirstPlan> && !OccurrencePlan<SecondPlan>,
                 "combinators take no operand whose positions are not rows");
 
