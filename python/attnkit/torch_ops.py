@@ -18,15 +18,16 @@ _SCHEMAS = {
     "sliding_window": f"sliding_window(Tensor q, Tensor k, Tensor v, int left, int right, {_SCALE}) -> Tensor",
     "dilated": f"dilated(Tensor q, Tensor k, Tensor v, int left, int right, int[] dilations, {_SCALE}) -> Tensor",
     "global_tokens": f"global_tokens(Tensor q, Tensor k, Tensor v, int[] tokens, {_SCALE}) -> Tensor",
-    "longformer": (f"longformer(Tensor q, Tensor k, Tensor v, int left, int right, int[] global_tokens, {_SCALE}) "
-                   "-> Tensor"),
+    "longformer": (f"longformer(Tensor q, Tensor k, Tensor v, int left, int right, int[] global_tokens, "
+                   f"Tensor? qg=None, Tensor? kg=None, Tensor? vg=None, {_SCALE}) -> Tensor"),
     "block_sparse": (f"block_sparse(Tensor q, Tensor k, Tensor v, int block_size, Tensor layouts, bool causal=False, "
                      f"{_SCALE}) -> Tensor"),
     "big_bird": (f"big_bird(Tensor q, Tensor k, Tensor v, int block_size=64, int random_blocks=3, int seed=0, "
-                 f"int layer=0, {_SCALE}) -> Tensor"),
+                 f"int layer=0, Tensor? table=None, {_SCALE}) -> Tensor"),
     "linformer": f"linformer(Tensor q, Tensor k, Tensor v, int kp, Tensor e, Tensor? f=None, {_SCALE}) -> Tensor",
-    "lsh": (f"lsh(Tensor x, Tensor v, int chunk=64, int rounds=1, int buckets=0, int before=1, int after=0, "
-            f"bool causal=False, int seed=0, int layer=0, {_SCALE}) -> Tensor"),
+    "lsh": (f"lsh(Tensor x, Tensor v, int chunk=64, int rounds=1, int buckets=0, int[] bucket_factors=[], int before=1, int after=0, "
+            f"bool causal=False, int seed=0, int layer=0, int max_positions=0, Tensor? rotations=None, "
+            f"float key_epsilon=0.0, {_SCALE}) -> Tensor"),
     "kernelized_rpe": (f"kernelized_rpe(Tensor q, Tensor k, Tensor v, int features=64, str map='positive', "
                        f"bool orthogonal=False, float temperature=1.0, int seed=0, int layer=0, Tensor? bias=None, "
                        f"bool causal=False, {_SCALE}) -> Tensor"),
@@ -53,9 +54,14 @@ def _global_tokens(q, k, v, tokens, scale=None, threads=0):
     return _run(attnkit.Global(tokens), q, k, v, scale, threads)
 
 
-def _longformer(q, k, v, left, right, global_tokens, scale=None, threads=0):
+def _longformer(q, k, v, left, right, global_tokens, qg=None, kg=None, vg=None, scale=None, threads=0):
+    """qg, kg, vg: Longformer's separate global projections (all three, shaped as q, k, v), or None."""
     pattern = attnkit.Union(attnkit.SlidingWindow(left, right), attnkit.Global(global_tokens))
-    return _run(pattern, q, k, v, scale, threads)
+    given = [x is not None for x in (qg, kg, vg)]
+    if any(given) and not all(given):
+        raise ValueError("attnkit: qg, kg, vg: give all three global projections or none")
+    global_qkv = (qg, kg, vg) if all(given) else None
+    return attnkit.attention(pattern, q, k, v, scale=scale, threads=threads, global_qkv=global_qkv)
 
 
 def _block_sparse(q, k, v, block_size, layouts, causal=False, scale=None, threads=0):
@@ -67,8 +73,13 @@ def _block_sparse(q, k, v, block_size, layouts, causal=False, scale=None, thread
     return _run(pattern, q, k, v, scale, threads)
 
 
-def _big_bird(q, k, v, block_size=64, random_blocks=3, seed=0, layer=0, scale=None, threads=0):
-    return _run(attnkit.BigBird(block_size, random_blocks, seed, layer), q, k, v, scale, threads)
+def _big_bird(q, k, v, block_size=64, random_blocks=3, seed=0, layer=0, table=None, scale=None, threads=0):
+    """table: HF's rand_attn [heads, blocks - 2, r] (random_blocks, seed and layer are then unused), or None."""
+    if table is None:
+        pattern = attnkit.BigBird(block_size, random_blocks, seed, layer)
+    else:
+        pattern = attnkit.BigBird.from_table(block_size, table.detach().to(torch.int64).cpu().numpy())
+    return _run(pattern, q, k, v, scale, threads)
 
 
 def _linformer(q, k, v, kp, e, f=None, scale=None, threads=0):
@@ -79,10 +90,16 @@ def _linformer(q, k, v, kp, e, f=None, scale=None, threads=0):
     return _run(pattern, q, k, v, scale, threads)
 
 
-def _lsh(x, v, chunk=64, rounds=1, buckets=0, before=1, after=0, causal=False, seed=0, layer=0, scale=None,
-         threads=0):
-    pattern = attnkit.Lsh(chunk=chunk, rounds=rounds, buckets=buckets, before=before, after=after, causal=causal,
-                          seed=seed, layer=layer)
+def _lsh(x, v, chunk=64, rounds=1, buckets=0, bucket_factors=(), before=1, after=0, causal=False, seed=0, layer=0,
+         max_positions=0, rotations=None, key_epsilon=0.0, scale=None, threads=0):
+    """buckets: a count (0: HF's automatic rule); bucket_factors: [f1, f2] (HF's factorized num_buckets; buckets is
+    then unused); rotations: HF's random_rotations [H, D, R, columns] or None (drawn from seed and layer);
+    key_epsilon: 1e-6 for HF/trax checkpoints."""
+    pattern = attnkit.Lsh(chunk=chunk, rounds=rounds, buckets=list(bucket_factors) if bucket_factors else buckets,
+                          before=before, after=after, causal=causal, seed=seed, layer=layer,
+                          max_positions=max_positions,
+                          rotations=None if rotations is None else rotations.detach().float().cpu().numpy(),
+                          key_epsilon=key_epsilon)
     return _run(pattern, x, x, v, scale, threads)
 
 

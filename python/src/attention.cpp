@@ -36,6 +36,8 @@ PreparedCall prepare(py::handle q_object, py::handle k_object, py::handle v_obje
   views.q.require_dims(4, "[B, Hq, Lq, D]");
   views.k.require_dims(4, "[B, Hk, Lk, D]");
   views.v.require_dims(4, "[B, Hk, Lk, Dv]");
+  views.k.require_library(views.q.library);
+  views.v.require_library(views.q.library);
   if (!is_floating(views.q.dtype)) {
     detail::reject("q.dtype", dtype_name(views.q.dtype), "must be float32, float64, bfloat16 or float16");
   }
@@ -49,6 +51,7 @@ PreparedCall prepare(py::handle q_object, py::handle k_object, py::handle v_obje
 
   if (call.out.is_none()) call.out = allocate(views.q.library, out_default, out_sizes);
   views.out = tensor_arg(call.out, "out");
+  views.out.require_library(views.q.library);
   views.out.require_dims(4, "[B, Hq, Lq, Dv]");
   views.out.require_writable();
   if (outputs == Outputs::kReference) {
@@ -64,6 +67,7 @@ PreparedCall prepare(py::handle q_object, py::handle k_object, py::handle v_obje
   }
   if (!call.lse.is_none()) {
     TensorArg lse_view = tensor_arg(call.lse, "lse");
+    lse_view.require_library(views.q.library);
     lse_view.require_dims(3, "[B, Hq, Lq]");
     lse_view.require_writable();
     lse_view.require_dtype(compute, "must be " + std::string(dtype_name(compute)) +
@@ -75,6 +79,30 @@ PreparedCall prepare(py::handle q_object, py::handle k_object, py::handle v_obje
   views.options.threads = threads;
   if (!key_lengths.is_none()) views.options.key_lengths = index_list(key_lengths, "key_lengths");
   return call;
+}
+
+/// global_qkv = (qg, kg, vg): arrays of q's library and dtype shaped as q, k and v.
+GlobalViews global_views(py::handle global_qkv, const CallViews& call) {
+  if (!py::isinstance<py::tuple>(global_qkv) && !py::isinstance<py::list>(global_qkv)) {
+    detail::reject("global_qkv", std::string(py::str(py::type::of(global_qkv).attr("__name__"))),
+                   "must be a tuple (qg, kg, vg) of arrays shaped as q, k and v");
+  }
+  const py::sequence items = py::reinterpret_borrow<py::sequence>(global_qkv);
+  if (py::len(items) != 3) {
+    detail::reject("len(global_qkv)", py::len(items), "must be 3: (qg, kg, vg) shaped as q, k and v");
+  }
+  GlobalViews global{tensor_arg(items[0], "global_qkv[0]"), tensor_arg(items[1], "global_qkv[1]"),
+                     tensor_arg(items[2], "global_qkv[2]")};
+  const std::string same = "must equal q.dtype = " + std::string(dtype_name(call.q.dtype));
+  for (TensorArg* arg : {&global.q, &global.k, &global.v}) {
+    arg->require_library(call.q.library);
+    arg->require_dims(4, "[B, H, L, D] (shaped as q, k and v)");
+    arg->require_dtype(call.q.dtype, same);
+  }
+  global.q.require_sizes(call.q.sizes, "must equal q's sizes");
+  global.k.require_sizes(call.k.sizes, "must equal k's sizes");
+  global.v.require_sizes(call.v.sizes, "must equal v's sizes");
+  return global;
 }
 
 py::object result(const PreparedCall& call) {
@@ -116,7 +144,9 @@ constexpr const char* kAttentionDoc =
     "[B, Hq, Lq, Dv] (q's dtype, allocated by q's library; or `out`, written in place: q's dtype or\n"
     "float32 for half q) and, when `lse` is True or an array [B, Hq, Lq] (float32; float64 for\n"
     "float64 calls), (out, lse). scale: logit scale (1/sqrt(D)); threads: 0 = OpenMP's default;\n"
-    "key_lengths: per-batch key padding (Linformer). Inputs are never copied; the GIL is released.\n\n"
+    "key_lengths: per-batch key padding (Linformer); global_qkv: (qg, kg, vg) shaped as q, k, v, Longformer's\n"
+    "separate global projections, for a Global or Union(SlidingWindow or Dilated, Global) pattern: its global rows\n"
+    "attend every key through qg, kg, vg. Inputs are never copied; the GIL is released.\n\n"
     "attention(pattern, q, cache, *, out=None, lse=None, scale=None, threads=0): decode over an attnkit.KvCache or\n"
     "PagedKvCache: q [B, Hq, Lq, D] (Lq 1 ... 64; float32, bfloat16, float16) at each sequence's last Lq positions;\n"
     "out of q's dtype or float32, lse float32.";
@@ -127,26 +157,35 @@ void bind_attention(py::module_& m) {
   m.def(
       "attention",
       [](py::handle pattern, py::handle q, py::handle k, py::handle v, py::object out, py::object lse,
-         std::optional<double> scale, int threads, py::handle key_lengths) {
+         std::optional<double> scale, int threads, py::handle key_lengths, py::handle global_qkv) {
         if (is_cache(k)) {
           if (!v.is_none()) detail::reject("v", "given", "must be omitted over a KV cache (the cache holds V)");
           if (!key_lengths.is_none()) {
             detail::reject("key_lengths", "given", "must be omitted over a KV cache (the cache's lengths)");
+          }
+          if (!global_qkv.is_none()) {
+            detail::reject("global_qkv", "given", "must be omitted over a KV cache (tensor calls only)");
           }
           return decode_attention(pattern, q, k, std::move(out), std::move(lse), scale, threads);
         }
         const PatternArg held = pattern_arg(pattern);
         const PreparedCall call =
             prepare(q, k, v, std::move(out), std::move(lse), scale, threads, key_lengths, Outputs::kKernel);
+        const std::optional<GlobalViews> global =
+            global_qkv.is_none() ? std::nullopt : std::optional<GlobalViews>(global_views(global_qkv, call.views));
         {
           py::gil_scoped_release unlocked;
-          run_kernels(held, call.views);
+          if (global) {
+            run_global_projections(held, call.views, *global);
+          } else {
+            run_kernels(held, call.views);
+          }
         }
         return result(call);
       },
       py::arg("pattern"), py::arg("q"), py::arg("k"), py::arg("v") = py::none(), py::kw_only(),
       py::arg("out") = py::none(), py::arg("lse") = py::none(), py::arg("scale") = py::none(), py::arg("threads") = 0,
-      py::arg("key_lengths") = py::none(), kAttentionDoc);
+      py::arg("key_lengths") = py::none(), py::arg("global_qkv") = py::none(), kAttentionDoc);
 
   m.def(
       "_native_call_ns",

@@ -44,8 +44,17 @@ void run_attention(const P& pattern, const CallViews& call) {
   });
 }
 
+/// Longformer's separate global projections Qg, Kg, Vg of a call (shaped and typed as q, k, v).
+struct GlobalViews {
+  TensorArg q, k, v;
+};
+
 /// The kernels of the compiled combinations, one translation unit each (compiled in parallel).
 void run_union(const UnionKinds& pattern, const CallViews& call);
+/// attnkit::attention(WithGlobalProjections{pattern, global}, ...): `pattern` a Global or a
+/// Union of a SlidingWindow or Dilated with a Global (global_projections_kernels.cpp); any
+/// other is an invalid_argument.
+void run_global_projections(const PatternArg& pattern, const CallViews& call, const GlobalViews& global);
 void run_intersection(const IntersectionKinds& pattern, const CallViews& call);
 void run_per_head(const PerHeadKind& pattern, const CallViews& call);
 

@@ -260,7 +260,10 @@ void bind_block_kinds(py::module_& m) {
           },
           py::arg("block_size"), py::arg("table"),
           "BigBird whose random blocks are given: HF's rand_attn [heads, blocks - 2, r] (rows of blocks 1 .. "
-          "blocks - 2); an entry naming a window or global block adds nothing (each key counts once)")
+          "blocks - 2), with HF's multiplicities: a block the row's window, global blocks and entries name m times "
+          "enters its softmax m times (HF's eval-mode table, all zeros, counts block 0 1 + r times)")
+      .def_property_readonly("repeats_blocks", &BigBird::repeats_blocks,
+                             "Whether a given table names some block twice for a row (keys with multiplicity > 1)")
       .def_property_readonly("block_size", &BigBird::block_size)
       .def_property_readonly("random_blocks", &BigBird::random_blocks)
       .def_property_readonly("has_given_table", &BigBird::has_given_table)

@@ -200,6 +200,14 @@ void TensorArg::require_dtype(DType expected, std::string_view rule) const {
   if (dtype != expected) detail::reject(std::string(name) + ".dtype", dtype_name(dtype), rule);
 }
 
+void TensorArg::require_library(Library expected) const {
+  if (library == expected) return;
+  const auto library_name = [](Library of) { return of == Library::kTorch ? "a torch tensor" : "a NumPy array"; };
+  detail::reject(std::string(name), library_name(library),
+                 std::string("must be ") + library_name(expected) +
+                     " like q: a call's arrays are all NumPy arrays or all torch tensors");
+}
+
 void TensorArg::require_sizes(const std::vector<index_t>& expected, std::string_view rule) const {
   if (sizes != expected) {
     std::ostringstream text;

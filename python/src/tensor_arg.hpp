@@ -114,6 +114,10 @@ struct TensorArg {
   void require_writable() const;
   /// Throws attnkit::invalid_argument unless the argument's element type is `expected`.
   void require_dtype(DType expected, std::string_view rule) const;
+  /// Throws attnkit::invalid_argument unless the argument comes from `expected`: a call's
+  /// arrays are all NumPy arrays or all torch tensors (the output is allocated by q's library,
+  /// so a mixed call would return a type the other arguments do not predict).
+  void require_library(Library expected) const;
   /// Throws attnkit::invalid_argument unless the sizes are `expected`.
   void require_sizes(const std::vector<index_t>& expected, std::string_view rule) const;
 };

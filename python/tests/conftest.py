@@ -28,8 +28,8 @@ def assert_float_close(out, ref, v):
 
 
 def dense_attention(q, k, v, mask, scale=None):
-    """softmax(scale q k^T + log mask) v in float64, mask [Hq, Lq, Lk] of 0/1; GQA by h // (Hq / Hk).
-    A row with no key gives zeros (SPEC.md section 0)."""
+    """softmax(scale q k^T + log mask) v in float64, mask [Hq, Lq, Lk] of 0/1 or of multiplicities mu (SPEC.md
+    section 0: key j enters row i's softmax mu_ij times); GQA by h // (Hq / Hk). A row with no key gives zeros."""
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
     b, hq, lq, d = q.shape
     group = hq // k.shape[1]
@@ -41,7 +41,7 @@ def dense_attention(q, k, v, mask, scale=None):
         logits = np.where(mask[h][None] > 0, logits, -np.inf)
         top = np.max(logits, axis=2, keepdims=True)
         top = np.where(np.isfinite(top), top, 0.0)
-        weights = np.exp(logits - top)
+        weights = np.exp(logits - top) * mask[h][None]
         total = weights.sum(axis=2, keepdims=True)
         out[:, h] = np.where(total > 0, (weights @ v[:, h // group]) / np.where(total > 0, total, 1), 0.0)
         lse[:, h] = np.where(total[..., 0] > 0, np.log(np.where(total[..., 0] > 0, total[..., 0], 1)) + top[..., 0],

@@ -231,22 +231,80 @@ def test_lsh_key_epsilon_normalises_keys_as_hugging_face(rng):
         attnkit.attention(attnkit.Lsh(key_epsilon=-1.0), x, x, v)
 
 
-def test_big_bird_from_a_given_table_counts_each_key_once(rng):
-    # HF's rand_attn [heads, blocks - 2, r]; head 1 holds HF's eval-mode table (all zeros).
+def test_big_bird_from_a_given_table_counts_repeated_blocks_as_hugging_face(rng):
+    # HF's rand_attn [heads, blocks - 2, r]; head 1 holds HF's eval-mode table (all zeros): HF gathers
+    # block 0 once as a global block and r more times from the table, so it enters the softmax 1 + r times.
     block, blocks, heads = 8, 6, 2
     table = np.array([[[4, 2], [5, 0], [1, 5], [1, 2]], np.zeros((4, 2), int)])
     bird = attnkit.BigBird.from_table(block, table)
-    assert bird.has_given_table and bird.random_blocks == 2
-    allowed = np.zeros((heads, blocks, blocks), bool)
-    allowed[:, [0, blocks - 1], :] = True
-    allowed[:, :, [0, blocks - 1]] = True
+    assert bird.has_given_table and bird.random_blocks == 2 and bird.repeats_blocks
+    counts = np.zeros((heads, blocks, blocks))
+    counts[:, [0, blocks - 1], :] = 1
     for h in range(heads):
         for p in range(1, blocks - 1):
-            allowed[h, p, [p - 1, p, p + 1]] = True
-            allowed[h, p, table[h, p - 1]] = True
-    mask = allowed.repeat(block, 1).repeat(block, 2)  # a key counts once however often it is named
+            counts[h, p, sorted({0, blocks - 1, p - 1, p, p + 1})] = 1  # window and global blocks once
+            for entry in table[h, p - 1]:
+                counts[h, p, entry] += 1  # every table entry once more
+    mask = counts.repeat(block, 1).repeat(block, 2)
     q, k, v = qkv(rng, hq=heads, hk=heads, lq=48, lk=48, dtype=np.float64)
-    expected, _ = dense_attention(q, k, v, mask)
-    np.testing.assert_allclose(attnkit.attention(bird, q, k, v), expected, rtol=1e-12, atol=1e-13)
+    expected, expected_lse = dense_attention(q, k, v, mask)
+    out, lse = attnkit.attention(bird, q, k, v, lse=True)
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(lse, expected_lse, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(attnkit.reference.attention(bird, q, k, v), expected, rtol=1e-12, atol=1e-13)
+    with pytest.raises(ValueError, match="Union: operand"):
+        attnkit.attention(attnkit.Union(bird, attnkit.Global([0])), q, k, v)
     with pytest.raises(ValueError, match="blocks of the call = 7"):
         attnkit.attention(bird, *qkv(rng, hq=heads, hk=heads, lq=56, lk=56))
+
+
+def test_outputs_overlapping_inputs_are_refused(rng):
+    q, k, v = qkv(rng, hq=2, hk=2, lq=16, lk=16, d=8, dv=8)
+    kept = v.copy()
+    with pytest.raises(ValueError, match="out must not overlap v"):
+        attnkit.attention(attnkit.Full(), q, k, v, out=v)
+    with pytest.raises(ValueError, match="out must not overlap q"):
+        attnkit.attention(attnkit.Full(), q, k, v, out=q[:, :, :, :])
+    np.testing.assert_array_equal(v, kept)
+    lse = np.zeros((2, 2, 16), np.float32)
+    out = np.zeros((2, 2, 16, 8), np.float32)
+    with pytest.raises(ValueError, match="lse must not overlap out"):
+        attnkit.attention(attnkit.Full(), q, k, v, out=out, lse=out[:, :, :, 0])
+    attnkit.attention(attnkit.Full(), q, k, v, out=out, lse=lse)  # separate buffers: accepted
+
+
+def test_a_call_takes_numpy_arrays_or_torch_tensors_not_both(rng):
+    torch = pytest.importorskip("torch")
+    q, k, v = qkv(rng)
+    with pytest.raises(ValueError, match="k = a NumPy array: must be a torch tensor like q"):
+        attnkit.attention(attnkit.Full(), torch.from_numpy(q), k, v)
+    with pytest.raises(ValueError, match="out = a torch tensor: must be a NumPy array like q"):
+        attnkit.attention(attnkit.Full(), q, k, v, out=torch.zeros(2, 4, 67, 8))
+
+
+def test_global_projections_give_global_rows_their_own_q_k_v(rng):
+    q, k, v = qkv(rng, dtype=np.float64)
+    qg, kg, vg = qkv(rng, dtype=np.float64)
+    tokens = [0, 20, 66]
+    for pattern, local_mask in [
+        (attnkit.Union(attnkit.SlidingWindow(4, 3), attnkit.Global(tokens)),
+         window_mask(4, 67, 67, 4, 3) | global_mask(4, 67, 67, tokens)),
+        (attnkit.Global(tokens), global_mask(4, 67, 67, tokens)),
+    ]:
+        expected, expected_lse = dense_attention(q, k, v, local_mask)
+        global_rows, global_lse = dense_attention(qg, kg, vg, full_mask(4, 67, 67))
+        expected[:, :, tokens] = global_rows[:, :, tokens]
+        expected_lse[:, :, tokens] = global_lse[:, :, tokens]
+        out, lse = attnkit.attention(pattern, q, k, v, lse=True, global_qkv=(qg, kg, vg))
+        np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(lse, expected_lse, rtol=1e-12, atol=1e-12)
+    out32 = attnkit.attention(attnkit.Union(attnkit.SlidingWindow(4, 3), attnkit.Global(tokens)),
+                              *(x.astype(np.float32) for x in (q, k, v)),
+                              global_qkv=tuple(x.astype(np.float32) for x in (qg, kg, vg)))
+    assert out32.dtype == np.float32
+    with pytest.raises(ValueError, match="global_qkv = given: takes Longformer's patterns"):
+        attnkit.attention(attnkit.SlidingWindow(4, 3), q, k, v, global_qkv=(qg, kg, vg))
+    with pytest.raises(ValueError, match="global_qkv\\[1\\].shape"):
+        attnkit.attention(attnkit.Global(tokens), q, k, v, global_qkv=(qg, kg[:, :, :5], vg))
+    with pytest.raises(ValueError, match="len\\(global_qkv\\) = 2"):
+        attnkit.attention(attnkit.Global(tokens), q, k, v, global_qkv=(qg, kg))

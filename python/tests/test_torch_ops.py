@@ -56,3 +56,29 @@ def test_operator_errors_are_value_errors(tensors):
     q, k, v = tensors
     with pytest.raises((ValueError, RuntimeError), match="SlidingWindow"):
         torch.ops.attnkit.sliding_window(q, k, v, -1, 2)
+
+
+def test_checkpoint_parameters_reach_the_operators(tensors):
+    """HF parity through torch.library: BigBird's given table (rand_attn), LSH's rotations and key epsilon,
+    Longformer's global projections, each equal to attnkit.attention with the same pattern."""
+    q, k, v = tensors
+    table = torch.zeros(4, 2, 2, dtype=torch.int64)  # HF's eval-mode rand_attn: [heads, blocks - 2, r]
+    table[:, 1] = torch.tensor([3, 0])
+    out = torch.ops.attnkit.big_bird(q, k, v, 16, table=table)
+    assert torch.equal(out, attnkit.attention(attnkit.BigBird.from_table(16, table.numpy()), q, k, v))
+    assert not torch.equal(out, torch.ops.attnkit.big_bird(q, k, v, 16, 2))
+
+    rotations = torch.randn(4, 16, 1, 4, generator=torch.Generator().manual_seed(3))  # [H, D, R, buckets / 2]
+    out = torch.ops.attnkit.lsh(q, v, chunk=8, buckets=8, rotations=rotations, key_epsilon=1e-6, scale=1.0)
+    pattern = attnkit.Lsh(chunk=8, buckets=8, rotations=rotations.numpy(), key_epsilon=1e-6)
+    assert torch.equal(out, attnkit.attention(pattern, q, q, v, scale=1.0))
+    factored = torch.ops.attnkit.lsh(q, v, chunk=8, bucket_factors=[2, 4], seed=1)
+    assert torch.equal(factored, attnkit.attention(attnkit.Lsh(chunk=8, buckets=[2, 4], seed=1), q, q, v))
+
+    qg, kg, vg = (x.flip(2).contiguous() for x in (q, k, v))
+    out = torch.ops.attnkit.longformer(q, k, v, 4, 4, [0, 31], qg=qg, kg=kg, vg=vg)
+    pattern = attnkit.Union(attnkit.SlidingWindow(4, 4), attnkit.Global([0, 31]))
+    assert torch.equal(out, attnkit.attention(pattern, q, k, v, global_qkv=(qg, kg, vg)))
+    assert not torch.equal(out, torch.ops.attnkit.longformer(q, k, v, 4, 4, [0, 31]))
+    with pytest.raises((ValueError, RuntimeError), match="give all three"):
+        torch.ops.attnkit.longformer(q, k, v, 4, 4, [0, 31], qg=qg)
