@@ -226,7 +226,7 @@ int main(int argc, char** argv) try {
   const index_t sparse_max_n = std::min<index_t>(range.max_n, 65536);
   const index_t small_max_n = std::min<index_t>(range.max_n, 8192);
 
-  // Full attention's targets, paired (issue 12): against the FMA probe for D = 32 ... 128,
+  // Full attention's targets, paired: against the FMA probe for D = 32 ... 128,
   // and its speedups over one thread, over causal and over naive Eigen.
   attnkit::bench::Registry registry;
   register_gemm_roof(registry, 64, all_threads);
@@ -240,7 +240,7 @@ int main(int argc, char** argv) try {
     attnkit::bench::write_peak_section(out, data, all_threads);
   });
 #if ATTNKIT_BENCH_DISPATCH
-  // Runtime dispatch (issue 14): attnkit::dispatch's targets against this build, paired.
+  // Runtime dispatch: attnkit::dispatch's targets against this build, paired.
   attnkit::bench::register_dispatch_paired(registry, all_threads);
   registry.add_target_rows([=](std::ostream& out, const attnkit::bench::ReportData& data) {
     attnkit::bench::write_dispatch_targets(out, data, all_threads);
@@ -249,7 +249,7 @@ int main(int argc, char** argv) try {
     attnkit::bench::write_dispatch_section(out, data, all_threads);
   });
 #endif
-  // Half precision (issue 28): every kind on bfloat16 and float16 against float, paired, and
+  // Half precision: every kind on bfloat16 and float16 against float, paired, and
   // the bf16 dot-product roof beside the FMA roof.
   attnkit::bench::g_bf16_roof = attnkit::bench::measure_bf16_roof(all_threads);
   attnkit::bench::register_half_paired(registry, all_threads, dense_max_n);
@@ -259,7 +259,7 @@ int main(int argc, char** argv) try {
   registry.add_section([=](std::ostream& out, const attnkit::bench::ReportData& data) {
     attnkit::bench::write_half_section(out, data, all_threads);
   });
-  // Decode over KV caches (issue 29): every cache type and layout against the read probe,
+  // Decode over KV caches: every cache type and layout against the read probe,
   // paired; 8-bit blocks against float16; a causal window against the full cache.
   attnkit::bench::register_decode_paired(registry, all_threads);
   registry.add_target_rows([=](std::ostream& out, const attnkit::bench::ReportData& data) {
@@ -273,18 +273,18 @@ int main(int argc, char** argv) try {
     register_attnkit(registry, causal, 64, 1, small_max_n);
   }
   for (const bool causal : {false, true}) register_attnkit(registry, causal, 128, all_threads, small_max_n);
-  // Sparse patterns (issue 3), n = 1024 ... 65536; their GFLOP/s per attended pair against
-  // full attention's, paired at n = 16384 (issue 12).
+  // Sparse patterns, n = 1024 ... 65536; their GFLOP/s per attended pair against
+  // full attention's, paired at n = 16384.
   attnkit::bench::register_sparse_paired(registry, all_threads);
   for (const std::string& kind : attnkit::bench::sparse_pattern_names()) {
     register_sparse(registry, kind, all_threads, sparse_max_n);
   }
-  // Linformer (issue 8), n = 1024 ... 65536, with its paired speedup over full attention.
+  // Linformer, n = 1024 ... 65536, with its paired speedup over full attention.
   attnkit::bench::register_linformer_benchmarks(registry, all_threads, sparse_max_n);
-  // Reformer LSH (issue 9), n = 1024 ... 65536, with its paired speedup over full attention.
+  // Reformer LSH, n = 1024 ... 65536, with its paired speedup over full attention.
   attnkit::bench::register_lsh_benchmarks(registry, all_threads, sparse_max_n);
   attnkit::bench::register_rpe_benchmarks(registry, all_threads, sparse_max_n);
-  // The MASFormer schedule (issue 11), per layer, n = 1024 ... 16384 (it holds a full layer).
+  // The MASFormer schedule, per layer, n = 1024 ... 16384 (it holds a full layer).
   attnkit::bench::register_schedule_benchmarks(registry, all_threads, dense_max_n);
   // The naive baselines to n = 4096 (D = 128: 2048), GFLOP/s of their own (the speedup over
   // them is paired/dense_ratios').

@@ -1,5 +1,5 @@
 #pragma once
-// The sparse patterns the benchmark and the memory probe measure (issue 3), by name.
+// The sparse patterns the benchmark and the memory probe measure, by name.
 
 #include <stdexcept>
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// Decode over KV caches (issue 29), against the machine's read bandwidth, paired: attention of
+// Decode over KV caches, against the machine's read bandwidth, paired: attention of
 // one new query row per sequence over a cache (Llama-3-8B layer: Hq = 32, Hk = 8, D = Dv = 128,
 // causal), alternating with a read-bandwidth probe over the same cache bytes on the same
 // threads. The caches of enough layers to fill twice the L3 are cycled, so both sides read
@@ -37,7 +37,7 @@
 
 namespace attnkit::bench {
 
-/// The issue-29 targets.
+/// The decode targets (PERF.md, INFERENCE.md).
 inline constexpr double kDecodeProbeTarget = 0.80;       // float, bf16, fp16 caches: of the probe
 inline constexpr double kDecodeBatchProbeTarget = 0.75;  // B = 8 ragged paged
 inline constexpr double kDecodeQ8Target = 1.6;           // q8 over fp16 tokens/s at 131072
@@ -390,7 +390,7 @@ inline void register_decode_paired(Registry& registry, int threads) {
   }
 }
 
-/// The issue-29 target rows.
+/// The decode target rows.
 inline void write_decode_targets(std::ostream& out, const ReportData& data, int threads) {
   const auto row = [&](const std::string& label, const std::string& name, index_t n, const std::string& tag,
                        double target, bool at_most, double scale, const std::string& unit) {

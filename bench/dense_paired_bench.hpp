@@ -1,5 +1,5 @@
 #pragma once
-// Full attention's ratios, paired (PERF.md, issue 12): every "% of peak" and "X over Y" figure
+// Full attention's ratios, paired (PERF.md): every "% of peak" and "X over Y" figure
 // of the report's targets compares calls made seconds apart inside one benchmark, not a
 // family's median with a roof or another family measured minutes earlier on a machine whose
 // speed drifts by 10-30% within minutes.
@@ -30,12 +30,12 @@ namespace attnkit::bench {
 
 inline constexpr index_t kDensePairedN = 4096;
 inline constexpr int kDensePairs = 7;
-/// Head dims of the % of peak table: the common heads of today's models (issue 12).
+/// Head dims of the % of peak table: the common heads of today's models.
 inline const std::vector<index_t>& peak_paired_dims() {
   static const std::vector<index_t> dims{32, 64, 80, 96, 128};
   return dims;
 }
-/// The issue-12 target for full attention at n = 4096, D = 64 and 128, on 1 and all threads.
+/// The targets for full attention at n = 4096, D = 64 and 128, on 1 and all threads.
 inline constexpr double kPeakTarget = 0.75;
 
 namespace detail {

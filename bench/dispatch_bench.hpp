@@ -1,5 +1,5 @@
 #pragma once
-// Runtime instruction-set dispatch (issue 14), paired: the kernels a default-flags program gets
+// Runtime instruction-set dispatch, paired: the kernels a default-flags program gets
 // from attnkit::dispatch against this binary's own (-march=native in the bench preset).
 //   paired/dispatch/D:64/threads:<T>  n = 4096: full attention by attnkit::attention as this
 //       binary was compiled and by attnkit::dispatch::attention, paired for every target this
@@ -22,7 +22,7 @@
 
 namespace attnkit::bench {
 
-/// The issue-14 target: the widest dispatched target at >= 95% of a -march=native build.
+/// The targets: the widest dispatched target at >= 95% of a -march=native build.
 inline constexpr double kDispatchTarget = 0.95;
 /// Pairs per target (a call of this build and the target's).
 inline constexpr int kDispatchRounds = 12;
@@ -97,7 +97,7 @@ inline void register_dispatch_paired(Registry& registry, int threads) {
   }
 }
 
-/// The issue-14 target rows: the default target over this build, 1 and all threads.
+/// The target rows: the default target over this build, 1 and all threads.
 inline void write_dispatch_targets(std::ostream& out, const ReportData& data, int threads) {
   const SimdTarget chosen = dispatch::simd_target();
   for (const int team : detail::peak_teams(threads)) {

@@ -1,5 +1,5 @@
 #pragma once
-// Half precision (issue 28), paired: every kind on bfloat16 and on float16 q, k, v (out of the
+// Half precision, paired: every kind on bfloat16 and on float16 q, k, v (out of the
 // same type) against the same call on float, the three calls alternating in one process.
 //   paired/half/<kind>/D:<d>/threads:<t>  n = 4096 (full: 1024 ... 16384, D = 64 and 128),
 //       B = 1, H = 8; counters bf16_over_float and fp16_over_float: per round, the float
@@ -38,7 +38,7 @@
 
 namespace attnkit::bench {
 
-/// The issue-28 targets: half full attention at >= 95% of the float call's GFLOP/s, every
+/// The targets: half full attention at >= 95% of the float call's GFLOP/s, every
 /// other kind at >= 90%.
 inline constexpr double kHalfFullTarget = 0.95;
 inline constexpr double kHalfKindTarget = 0.90;
@@ -260,7 +260,7 @@ inline std::string half_ratio_cell(const ReportData& data, const std::string& na
 }
 }  // namespace detail
 
-/// The issue-28 target rows: every kind at n = 4096 (full at D = 64 and 128), bfloat16 and
+/// The target rows: every kind at n = 4096 (full at D = 64 and 128), bfloat16 and
 /// float16 over float, 1 and all threads.
 inline void write_half_targets(std::ostream& out, const ReportData& data, int threads) {
   for_each_half_family(threads, [&](int team, const std::string& kind, index_t dim) {

@@ -1,5 +1,5 @@
 #pragma once
-// FFT-RPE benchmarks (issue 10): whole calls of the FFT and direct paths, the transform stage
+// FFT-RPE benchmarks: whole calls of the FFT and direct paths, the transform stage
 // alone, and the speedup over full softmax attention measured paired in one benchmark.
 
 #include <benchmark/benchmark.h>
@@ -106,7 +106,7 @@ class TransformProbe {
 };
 
 /// The report's FFT-RPE section: whole calls and paired speedups over full attention for each
-/// engine and m, the crossovers, the transform stage by engine, and issue 10's targets.
+/// engine and m, the crossovers, the transform stage by engine, and the targets.
 inline void write_rpe_section(std::ostream& out, const ReportData& data, int threads, index_t max_n) {
   using detail::fixed;
   const std::string suffix = "/D:64/threads:" + std::to_string(threads);
@@ -118,8 +118,7 @@ inline void write_rpe_section(std::ostream& out, const ReportData& data, int thr
     return (engine == RpeFft::kLanes ? "" : name + "_") + "m" + std::to_string(m);
   };
   const std::vector<index_t> paired_sizes = sizes(1024, std::min<index_t>(max_n, 16384));
-  out << "\n## FFT-RPE (issue 10): H = 8, D = Dv = 64, PRF, unclipped bias b_t = -|t| / n, " << threads
-      << " threads\n\n"
+  out << "\n## FFT-RPE: H = 8, D = Dv = 64, PRF, unclipped bias b_t = -|t| / n, " << threads << " threads\n\n"
       << "Speedup over full softmax attention: paired in one benchmark (full, then the FFT path for each engine and m "
          "in "
          "turn), median of the per-pair ratios [min, max] of pairs.\n\n| n | m | FFT path, lanes (ms) |";

@@ -1,5 +1,5 @@
 #pragma once
-// Linformer benchmarks (issue 8): whole calls, the projection and the attention apart, and
+// Linformer benchmarks: whole calls, the projection and the attention apart, and
 // the speedup over full attention measured paired in one benchmark; plus the report section
 // that sets them beside the Linformer paper's Table 3.
 
@@ -117,10 +117,10 @@ inline void register_linformer_benchmarks(Registry& registry, int threads, index
       return detail::find_counter(data.runs, paired, n, name);
     };
     // arXiv 2006.04768, Table 3 (inference time saved over a standard Transformer, V100): the
-    // two k = 256 entries PERF.md and issue 8 quote.
+    // two k = 256 entries PERF.md quotes.
     const std::map<index_t, double> paper_kp256{{16384, 7.8}, {65536, 18.0}};
     const std::string suffix = "/D:64/threads:" + std::to_string(threads);
-    out << "\n## Linformer (issue 8): H = 8, D = Dv = 64, " << threads << " threads, one shared Gaussian E and F\n\n"
+    out << "\n## Linformer: H = 8, D = Dv = 64, " << threads << " threads, one shared Gaussian E and F\n\n"
         << "Speedup over full attention: paired in one benchmark (full, kp = 128, kp = 256 calls in turn), median of "
            "the per-pair ratios [min, max]. The paper times a whole model's inference on a V100 (attention and "
            "everything else), these rows the attention call alone, so here the ratio keeps growing like n / (2 kp).\n\n"

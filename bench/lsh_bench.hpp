@@ -1,5 +1,5 @@
 #pragma once
-// Reformer LSH benchmarks (issue 9): whole calls for R in {1, 2, 4, 8}, the time split into
+// Reformer LSH benchmarks: whole calls for R in {1, 2, 4, 8}, the time split into
 // hashing, sorting, attention and merge, hashing with and without factorized buckets, the
 // speedup over full attention and the chunk attention's efficiency measured paired in one
 // benchmark, the two public checkpoint configurations, and the report section.
@@ -234,7 +234,7 @@ inline void register_lsh_benchmarks(Registry& registry, int threads, index_t max
       return detail::find_counter(data.runs, function, n, name);
     };
     const auto ms = [](std::optional<double> value) { return value ? fixed(*value, 2) : std::string("-"); };
-    out << "\n## Reformer LSH (issue 9): H = 8, D = Dv = 64, chunk 64, one chunk before, " << threads
+    out << "\n## Reformer LSH: H = 8, D = Dv = 64, chunk 64, one chunk before, " << threads
         << " threads, automatic buckets\n\n"
         << "Whole calls (attnkit/lsh_r<R>); the split from the same calls timed by phase (lsh_phases/r<R>, the "
            "attention passes include the rounds' merge, streamed in the driver's sink; the merge alone from "

@@ -1,6 +1,6 @@
 #pragma once
 // The tiled driver's micro-kernels on their own, one thread, on data resident in L1 or L2
-// (issue 12): so that a slow run can be told apart from a slow kernel on any machine. Each is
+//: so that a slow run can be told apart from a slow kernel on any machine. Each is
 // reported as GFLOP/s and as a fraction of one core's FMA peak, paired with the FMA probe.
 
 #include <benchmark/benchmark.h>

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -285,7 +286,11 @@ inline void write_report(const std::string& path, const Registry& registry,
   const auto points = detail::points_by_family(runs);
   std::ofstream out(path);
   const char* bind = std::getenv("OMP_PROC_BIND");
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   out << "# attnkit benchmark report\n\n"
+      << "- date: " << date << "\n"
       << "- compiler: " << detail::compiler_description() << "\n- flags: `" << ATTNKIT_BENCH_FLAGS << "`\n"
       << "- CPU: " << detail::cpu_description() << "\n"
       << "- load average (1, 5, 15 minutes): " << roofs.load_average_at_start << " at the start, "

@@ -1,5 +1,5 @@
 #pragma once
-// MASFormer schedule benchmark (issue 11): the attention of a whole layer stack, per layer,
+// MASFormer schedule benchmark: the attention of a whole layer stack, per layer,
 // so that the schedule sits in the all-kinds table next to single calls of the other kinds.
 
 #include <benchmark/benchmark.h>
