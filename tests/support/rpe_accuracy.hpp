@@ -19,7 +19,9 @@ namespace attnkit::testing {
 
 /// Checks every element of `out` (the kernel's output of `rpe` on q, k, v) against the float64
 /// reference sums: |d num| <= 2e-5 max|V| S_i + 1e-4 |num_i| and |d den| <= 1e-4 S_i
-/// (S_i = sum_j |w_ij|, the denominator's size), so |d o| <= (2e-5 max|V| S_i + 1e-4 |num_i| +
+/// (S_i = sum_j c_ij sum_u |phi_u(q_i)| |phi_u(k_j)|, the size of the terms the sums add:
+/// sum_j |w_ij| for the positive maps; trigonometric features cancel inside w_ij, and a
+/// weight's rounding is relative to its terms, not to itself), so |d o| <= (2e-5 max|V| S_i + 1e-4 |num_i| +
 /// 1e-4 |o_i| S_i) / |den_i|; double: 1e-12 for both. With `column_relative` (the FFT path's
 /// stated accuracy) each sum may also be off by 8 eps log2(L) times its Toeplitz columns'
 /// largest entries (RpeSums::column_scale, times max|V| for the numerator).
@@ -56,7 +58,7 @@ template <class T>
       for (index_t i = 0; i < s.q_len; ++i) {
         const double den = sums.den[static_cast<std::size_t>(i)];
         const double fft_term = fft ? fft_rate * sums.column_scale[static_cast<std::size_t>(i)] : 0.0;
-        const double size = sums.scale[static_cast<std::size_t>(i)] + fft_term / atol;
+        const double size = sums.magnitude[static_cast<std::size_t>(i)] + fft_term / atol;
         for (index_t d = 0; d < s.value_dim; ++d) {
           const double num = sums.num[static_cast<std::size_t>(i * s.value_dim + d)];
           const double expected = den == 0 ? 0.0 : num / den;

@@ -16,10 +16,11 @@
 
 namespace attnkit::reference {
 
-/// Numerator, denominator and absolute denominator of one (batch, query head):
-///   w_ij = c_{j - i - (Lk - Lq)} phi_q_i . phi_k_j,  num_i = sum_j w_ij v_j,
-///   den_i = sum_j w_ij,  scale_i = sum_j |w_ij| (= den_i for positive features; the size
-///   of the terms TRF's signed features cancel, for tolerances),
+/// Numerator, denominator and the sizes tolerances need, of one (batch, query head):
+///   w_ij = c_{j - i - (Lk - Lq)} phi_q_i . phi_k_j,  num_i = sum_j w_ij v_j,  den_i = sum_j w_ij,
+///   magnitude_i = sum_j c_{j - i - (Lk - Lq)} sum_u |phi_q_i[u]| |phi_k_j[u]| (= den_i for
+///   positive features; for TRF's signed features the size of the terms that cancel inside
+///   each w_ij, to which a float weight's rounding is relative),
 ///   column_scale_i = sum_u |phi_q_i[u]| max_i' sum_j |c_{j-i'} phi_k_j[u]|: the size of the
 ///   largest entries of the Toeplitz columns row i's sums combine, to which the FFT path's
 ///   error is relative (KernelizedRpe's accuracy limit),
@@ -27,7 +28,10 @@ namespace attnkit::reference {
 template <class Acc>
 struct RpeSums {
   std::vector<Acc> num;  // [Lq x Dv]
-  std::vector<Acc> den, scale, column_scale;
+  // magnitude_i = sum_j c_ij sum_u |phi_u(q_i)| |phi_u(k_j)|: the size of the terms a float
+  // kernel adds (sum_j |w_ij| for the positive maps; larger where trigonometric features cancel
+  // inside w_ij); column_scale: the FFT path's column bound.
+  std::vector<Acc> den, magnitude, column_scale;
 };
 
 template <class Acc, class T>
@@ -96,18 +100,20 @@ RpeSums<Acc> kernelized_rpe_sums(const KernelizedRpe& rpe, const TensorView<cons
       const index_t offset = j - i - (lk - lq);
       if (rpe.causal && offset > 0) continue;
       const Acc c = static_cast<Acc>(std::exp(rpe.bias.at(h, offset) - bias_max));
-      Acc dot = 0;
+      Acc dot = 0, absolute_dot = 0;
       for (index_t u = 0; u < features; ++u) {
         const Acc key = phi_k[static_cast<std::size_t>(j)][static_cast<std::size_t>(u)];
-        dot += phi_q[static_cast<std::size_t>(i)][static_cast<std::size_t>(u)] * key;
+        const Acc product = phi_q[static_cast<std::size_t>(i)][static_cast<std::size_t>(u)] * key;
+        dot += product;
+        absolute_dot += std::abs(product);
         column[static_cast<std::size_t>(u)] += std::abs(c * key);
       }
+      sums.magnitude[static_cast<std::size_t>(i)] += c * absolute_dot;
       const Acc weight = c * dot;
       const T* vj = v.row(b, kv_head, j);
       for (index_t d = 0; d < dv; ++d)
         sums.num[static_cast<std::size_t>(i * dv + d)] += weight * static_cast<Acc>(vj[d]);
       sums.den[static_cast<std::size_t>(i)] += weight;
-      sums.scale[static_cast<std::size_t>(i)] += std::abs(weight);
     }
     for (index_t u = 0; u < features; ++u) {
       column_max[static_cast<std::size_t>(u)] =
