@@ -147,8 +147,8 @@ class BigBird {
   /// global blocks the row attends anyway (HF's eval-mode zeros do): keys with mu > 1.
   bool repeats_blocks() const { return !repeats_.empty(); }
 
-  /// BlockSparse's mask with BigBird's multiplicities: mu = 1 + extra_multiplicity for the
-  /// attended keys of a repeated block.
+  /// BlockSparse's mask with BigBird's multiplicities: mu = 1 + the block's extra count
+  /// (detail::BigBirdRepeats::extra) for the attended keys of a repeated block.
   class Mask {
    public:
     Mask(detail::BigBirdRepeats repeats, BlockSparse::Mask blocks)
