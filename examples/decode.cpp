@@ -60,7 +60,9 @@ int main(int argc, char** argv) {
                   attnkit::bhld(v_prompt.data(), kBatch, kKvHeads, prompt, kDim));
 
   const attnkit::Full causal{.causal = true};
-  const attnkit::Union streaming{attnkit::SlidingWindow::causal(1024), attnkit::Global({0, 1, 2, 3})};
+  // StreamingLLM: 4 attention sinks (seen by every row from its own position on) and a causal
+  // window of 1024 past keys.
+  const attnkit::SlidingWindow streaming = attnkit::SlidingWindow::streaming(1024, 4);
   std::vector<float> q(static_cast<std::size_t>(kBatch * kQueryHeads * kDim)), out(q.size());
   double causal_seconds = 0, streaming_seconds = 0, causal_bytes = 0, streaming_bytes = 0;
   for (long step = 0; step < steps; ++step) {

@@ -15,7 +15,7 @@ _SCALE = "float? scale=None, int threads=0"
 
 _SCHEMAS = {
     "full": f"full(Tensor q, Tensor k, Tensor v, bool causal=False, {_SCALE}) -> Tensor",
-    "sliding_window": f"sliding_window(Tensor q, Tensor k, Tensor v, int left, int right, {_SCALE}) -> Tensor",
+    "sliding_window": f"sliding_window(Tensor q, Tensor k, Tensor v, int left, int right, int sinks=0, {_SCALE}) -> Tensor",
     "dilated": f"dilated(Tensor q, Tensor k, Tensor v, int left, int right, int[] dilations, {_SCALE}) -> Tensor",
     "global_tokens": f"global_tokens(Tensor q, Tensor k, Tensor v, int[] tokens, {_SCALE}) -> Tensor",
     "longformer": (f"longformer(Tensor q, Tensor k, Tensor v, int left, int right, int[] global_tokens, "
@@ -42,8 +42,9 @@ def _full(q, k, v, causal=False, scale=None, threads=0):
     return _run(attnkit.Full(causal=causal), q, k, v, scale, threads)
 
 
-def _sliding_window(q, k, v, left, right, scale=None, threads=0):
-    return _run(attnkit.SlidingWindow(left, right), q, k, v, scale, threads)
+def _sliding_window(q, k, v, left, right, sinks=0, scale=None, threads=0):
+    """sinks: the first keys every row sees up to its own position (StreamingLLM; right must be 0)."""
+    return _run(attnkit.SlidingWindow(left, right, sinks), q, k, v, scale, threads)
 
 
 def _dilated(q, k, v, left, right, dilations, scale=None, threads=0):

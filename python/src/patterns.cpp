@@ -147,16 +147,26 @@ void bind_window_kinds(py::module_& m) {
       .def("__repr__", [](const Full& p) { return std::string("Full(causal=") + (p.causal ? "True" : "False") + ")"; });
   add_cost(full);
 
-  py::class_<SlidingWindow> window(m, "SlidingWindow", "Keys i - left ... i + right (inclusive radii).");
-  window.def(py::init<index_t, index_t>(), py::arg("left"), py::arg("right"))
+  py::class_<SlidingWindow> window(m, "SlidingWindow",
+                                   "Keys i - left ... i + right (inclusive radii); a causal window (right = 0) may "
+                                   "also keep the first `sinks` keys, up to the row's own position (StreamingLLM).");
+  window
+      .def(py::init([](index_t left, index_t right, index_t sinks) {
+             return SlidingWindow(left, right).with_sinks(sinks);
+           }),
+           py::arg("left"), py::arg("right"), py::arg("sinks") = 0)
       .def_static("symmetric", &SlidingWindow::symmetric, py::arg("radius"))
       .def_static("causal", &SlidingWindow::causal, py::arg("radius"))
+      .def_static("streaming", &SlidingWindow::streaming, py::arg("past"), py::arg("sinks"),
+                  "StreamingLLM: the last `past` keys, the row's own and the first `sinks` keys; rows stay causal.")
       .def_static("from_hf_attention_window", &SlidingWindow::from_hf_attention_window, py::arg("attention_window"))
       .def_static("from_total_width", &SlidingWindow::from_total_width, py::arg("width"))
       .def_property_readonly("left", &SlidingWindow::left)
       .def_property_readonly("right", &SlidingWindow::right)
+      .def_property_readonly("sinks", &SlidingWindow::sinks)
       .def("__repr__", [](const SlidingWindow& p) {
-        return "SlidingWindow(left=" + std::to_string(p.left()) + ", right=" + std::to_string(p.right()) + ")";
+        return "SlidingWindow(left=" + std::to_string(p.left()) + ", right=" + std::to_string(p.right()) +
+               (p.sinks() > 0 ? ", sinks=" + std::to_string(p.sinks()) : std::string()) + ")";
       });
   add_cost(window);
 

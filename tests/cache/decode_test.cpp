@@ -54,7 +54,8 @@ void for_each_decode_pattern(Visit&& visit) {
   visit(Full{}, "Full");
   visit(Full{.causal = true}, "Full causal");
   visit(SlidingWindow::causal(100), "causal window 100");
-  visit(Union{SlidingWindow::causal(64), Global({0, 1, 2, 3})}, "StreamingLLM: 4 sinks + window 64");
+  visit(SlidingWindow::streaming(64, 4), "StreamingLLM: 4 sinks + window 64");
+  visit(Union{SlidingWindow::causal(64), Global({0, 1, 2, 3})}, "Longformer: 4 global tokens + causal window 64");
   visit(Dilated(16, 0, {1, 2, 3, 5}), "dilated causal window, dilations 1 2 3 5");
   visit(BlockSparse::local(64, 11, true), "causal block-diagonal, layout for the capacity");
   visit(BigBird(64, 2, 7), "BigBird b = 64, r = 2");
@@ -229,6 +230,24 @@ TEST(DecodeAppend, AppendThenAttendEqualsPrefill) {
         }
     }
   }
+}
+
+// StreamingLLM's sinks keep rows causal: over a 3-token prompt with 4 sinks, row 0 sees key 0
+// only (its output is v_0 exactly) and row 1 keys 0 and 1, where a Longformer global token
+// would let row 0 see keys 1 and 2.
+TEST(DecodeSinks, RowsBelowTheSinkCountStayCausal) {
+  const index_t head_dim = 32, q_len = 3;
+  TestCache<float> cache(1, 1, 16, head_dim, head_dim, false, 16);
+  cache.fill(16, 31, {3});
+  const std::vector<float> q = make_queries<float>(q_len * head_dim, 32);
+  std::vector<float> out(q.size()), lse(q_len);
+  attention(SlidingWindow::streaming(8, 4), bhld(q.data(), 1, 1, q_len, head_dim), cache.contiguous(),
+            bhld(out.data(), 1, 1, q_len, head_dim), bhld(lse.data(), 1, 1, q_len, 1));
+  for (index_t d = 0; d < head_dim; ++d) EXPECT_EQ(out[static_cast<std::size_t>(d)], cache.v[static_cast<std::size_t>(d)]);
+  std::vector<double> ref(out.size()), ref_lse(lse.size());
+  reference::attention(Full{.causal = true}, bhld(q.data(), 1, 1, q_len, head_dim), cache.contiguous(),
+                       bhld(ref.data(), 1, 1, q_len, head_dim), bhld(ref_lse.data(), 1, 1, q_len, 1));
+  for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], ref[i], 2e-5 * 5 + 1e-4 * std::abs(ref[i]));
 }
 
 // A cache over const buffers (KvCache<const E>, PagedKvCache<const E>) is read by attention and

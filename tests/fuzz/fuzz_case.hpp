@@ -278,7 +278,8 @@ inline constexpr index_t kVariants<Full> = 2;
 inline Full decode(ByteReader&, std::type_identity<Full>, const AttentionShape&, index_t variant) {
   return Full{.causal = variant == 1};
 }
-/// Radii in [0, longest + 1]; rarely unbounded or -1 (an error).
+/// Radii in [0, longest + 1]; rarely unbounded or -1 (an error). Causal windows take sinks
+/// in [0, longest + 1] half the time; rarely a window looking ahead does (an error).
 inline SlidingWindow decode(ByteReader& in, std::type_identity<SlidingWindow>, const AttentionShape& s, index_t) {
   const index_t longest = std::max<index_t>({s.q_len, s.kv_len, 1});
   const auto radius = [&]() -> index_t {
@@ -286,7 +287,10 @@ inline SlidingWindow decode(ByteReader& in, std::type_identity<SlidingWindow>, c
     return in.in_range(0, longest + 1);
   };
   const index_t left = radius();
-  return SlidingWindow(left, radius());
+  const bool causal = in.flag();
+  const SlidingWindow window(left, causal ? 0 : radius());
+  if ((causal && in.flag()) || in.rare()) return window.with_sinks(in.in_range(0, longest + 1));
+  return window;
 }
 /// Radii up to 8, one dilation in 1..4 per head or one shared; rarely one too many or 0.
 inline Dilated decode(ByteReader& in, std::type_identity<Dilated>, const AttentionShape& s, index_t) {

@@ -48,6 +48,21 @@ TEST(SlidingWindowMask, MoreQueriesThanKeysAreNotShifted) {
   EXPECT_EQ(mask_of(SlidingWindow::symmetric(1), 4, 2), (Rows{{1, 1}, {1, 1}, {0, 1}, {0, 0}}));
 }
 
+TEST(SlidingWindowMask, SinksAreCausalEvenBelowTheSinkCount) {
+  // StreamingLLM: 2 sinks, 1 past key. Rows 0 and 1 sit below the sink count and still see
+  // no later key; row 4 sees the sinks 0, 1 and its band 3, 4.
+  EXPECT_EQ(mask_of(SlidingWindow::streaming(1, 2), 6, 6), (Rows{{1, 0, 0, 0, 0, 0},
+                                                                  {1, 1, 0, 0, 0, 0},
+                                                                  {1, 1, 1, 0, 0, 0},
+                                                                  {1, 1, 1, 1, 0, 0},
+                                                                  {1, 1, 0, 1, 1, 0},
+                                                                  {1, 1, 0, 0, 1, 1}}));
+  // Rows past the keys keep the sinks only (query i aligned with key i).
+  EXPECT_EQ(mask_of(SlidingWindow::streaming(0, 1), 4, 2), (Rows{{1, 0}, {1, 1}, {1, 0}, {1, 0}}));
+  // More sinks than keys: every key up to the row, as full causal attention.
+  EXPECT_EQ(mask_of(SlidingWindow::streaming(0, 9), 3, 3), (Rows{{1, 0, 0}, {1, 1, 0}, {1, 1, 1}}));
+}
+
 TEST(SlidingWindowConventions, HelpersGiveRadii) {
   const SlidingWindow hf = SlidingWindow::from_hf_attention_window(512);
   EXPECT_EQ(hf.left(), 256);
@@ -66,6 +81,12 @@ TEST(SlidingWindowConventions, BadParametersAreRejected) {
   expect_message([] { return SlidingWindow::from_hf_attention_window(7); }, "attention_window = 7");
   expect_message([] { return SlidingWindow::from_hf_attention_window(0); }, "attention_window = 0");
   expect_message([] { return SlidingWindow::from_total_width(0); }, "width = 0");
+  expect_message([] { return SlidingWindow::streaming(4, -1); }, "SlidingWindow::with_sinks: sinks = -1");
+  expect_message([] { return SlidingWindow(4, 2).with_sinks(3); }, "SlidingWindow::with_sinks: right = 2");
+  EXPECT_EQ(SlidingWindow(4, 2).with_sinks(0).sinks(), 0);  // no sinks is any window
+  EXPECT_EQ(SlidingWindow::streaming(8, 4).left(), 8);
+  EXPECT_EQ(SlidingWindow::streaming(8, 4).right(), 0);
+  EXPECT_EQ(SlidingWindow::streaming(8, 4).sinks(), 4);
 }
 
 TEST(SlidingWindowPlan, AgreesWithPredicateOverRandomParameters) {
@@ -78,6 +99,8 @@ TEST(SlidingWindowPlan, AgreesWithPredicateOverRandomParameters) {
     const index_t left = draw(5, 4) == 0 ? SlidingWindow::kUnbounded : draw(6, 300);
     const index_t right = draw(7, 4) == 0 ? SlidingWindow::kUnbounded : draw(8, 300);
     expect_plan_matches_mask(SlidingWindow(left, right), shape, tiles);
+    expect_plan_matches_mask(SlidingWindow::streaming(draw(9, 4) == 0 ? 0 : draw(10, 300), draw(11, 200)), shape,
+                             tiles);
   }
 }
 
@@ -88,6 +111,12 @@ TEST(SlidingWindowCost, AttendedPairsCountTheMask) {
         const AttentionShape shape{1, 2, 1, lq, lk, 8, 8};
         EXPECT_EQ(SlidingWindow(left, right).cost(shape).attended_pairs,
                   count_mask_pairs(SlidingWindow(left, right), shape));
+        if (right != 0) continue;
+        for (index_t sinks : {1, 4, 200}) {
+          const SlidingWindow streaming = SlidingWindow(left, 0).with_sinks(sinks);
+          EXPECT_EQ(streaming.cost(shape).attended_pairs, count_mask_pairs(streaming, shape))
+              << "Lq " << lq << " Lk " << lk << " left " << left << " sinks " << sinks;
+        }
       }
 }
 
@@ -144,13 +173,13 @@ TEST(SlidingWindowAttention, UnattendedNanValuesStayOutWhetherVIsPackedOrReadInP
 }
 
 struct WindowCase {
-  index_t left, right;
+  index_t left, right, sinks = 0;
 };
 
 class SlidingWindowAttention : public ::testing::TestWithParam<WindowCase> {};
 
 TEST_P(SlidingWindowAttention, MatchesReference) {
-  const SlidingWindow pattern(GetParam().left, GetParam().right);
+  const SlidingWindow pattern = SlidingWindow(GetParam().left, GetParam().right).with_sinks(GetParam().sinks);
   for (index_t dim : {1, 16, 33, 64, 129})
     for (index_t n : {index_t{1}, index_t{2}, index_t{3}, index_t{7}, index_t{63}, index_t{64}, index_t{65},
                       index_t{127}, index_t{129}, kSweepLength}) {
@@ -174,10 +203,11 @@ TEST_P(SlidingWindowAttention, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Windows, SlidingWindowAttention,
                          ::testing::Values(WindowCase{0, 0}, WindowCase{1, 1}, WindowCase{5, 5}, WindowCase{64, 64},
                                            WindowCase{16, 0}, WindowCase{3, 40}, WindowCase{100, 0},
-                                           WindowCase{200, 130}),
+                                           WindowCase{200, 130}, WindowCase{16, 0, 4}, WindowCase{100, 0, 70}),
                          [](const ::testing::TestParamInfo<WindowCase>& param_info) {
                            return "Left" + std::to_string(param_info.param.left) + "Right" +
-                                  std::to_string(param_info.param.right);
+                                  std::to_string(param_info.param.right) +
+                                  (param_info.param.sinks > 0 ? "Sinks" + std::to_string(param_info.param.sinks) : "");
                          });
 
 }  // namespace

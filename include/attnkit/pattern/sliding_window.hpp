@@ -20,6 +20,13 @@ namespace attnkit {
 /// Radii are clamped to the sequence, so kUnbounded (or any radius >= Lk) means "no limit"
 /// on that side: {kUnbounded, 0} is full causal attention for Lq = Lk.
 /// Query i is aligned with key i (no bottom-right shift when Lq != Lk, unlike Full{.causal}).
+///
+/// Attention sinks (StreamingLLM, Xiao et al. 2023; SPEC.md section 2): a causal window may
+/// also keep the first `sinks` keys, which every row sees from its own position on:
+/// mu_ij = 1 iff j <= i and (j < sinks or i - left <= j). Rows stay causal, including rows
+/// below the sink count. This differs from a Longformer global token (Global), whose row
+/// attends every key and which every row attends, before or after it. Other causal bases take
+/// sinks through a union: Union{base, SlidingWindow::streaming(0, sinks)}.
 class SlidingWindow {
  public:
   static constexpr index_t kUnbounded = std::numeric_limits<index_t>::max();
@@ -34,6 +41,21 @@ class SlidingWindow {
   static SlidingWindow symmetric(index_t radius) { return SlidingWindow(radius, radius); }
   /// The last `past` keys and the query's own: left = past, right = 0.
   static SlidingWindow causal(index_t past) { return SlidingWindow(past, 0); }
+  /// StreamingLLM's pattern: the last `past` keys, the query's own and the first `sinks` keys
+  /// (up to the query's own position).
+  static SlidingWindow streaming(index_t past, index_t sinks) { return causal(past).with_sinks(sinks); }
+  /// This window with the first `sinks` keys kept too (sinks >= 0; 0 is none). Only a causal
+  /// window (right = 0) takes sinks: a row that sees later keys would not stay causal.
+  SlidingWindow with_sinks(index_t sinks) const {
+    if (sinks < 0) detail::reject("SlidingWindow::with_sinks: sinks", sinks, "must be >= 0");
+    if (sinks > 0 && right_ != 0) {
+      detail::reject("SlidingWindow::with_sinks: right", right_,
+                     "must be 0: attention sinks keep rows causal, so they combine with causal windows only");
+    }
+    SlidingWindow window = *this;
+    window.sinks_ = sinks;
+    return window;
+  }
   /// HF Longformer's `attention_window` (even, the total width of the band): radius
   /// attention_window / 2 on each side.
   static SlidingWindow from_hf_attention_window(index_t attention_window) {
@@ -51,6 +73,7 @@ class SlidingWindow {
 
   index_t left() const { return left_; }
   index_t right() const { return right_; }
+  index_t sinks() const { return sinks_; }
 
   /// Keys [begin, end) that row i attends in a sequence of kv_len keys.
   static KeyRange band(index_t i, index_t left, index_t right, index_t kv_len) {
@@ -58,61 +81,91 @@ class SlidingWindow {
     const index_t end = right >= kv_len - i ? kv_len : i + right + 1;
     return KeyRange{std::min(begin, kv_len), std::max(end, index_t{0})};
   }
+  /// The sink keys row i attends outside its band: [0, min(sinks, band begin)). They lie
+  /// before the band (so the two ranges never overlap), and at or before i.
+  static KeyRange sink_keys(const KeyRange& band, index_t sinks) { return KeyRange{0, std::min(sinks, band.begin)}; }
 
   class Mask {
    public:
-    Mask(index_t left, index_t right, index_t kv_len) : left_(left), right_(right), kv_len_(kv_len) {}
+    Mask(index_t left, index_t right, index_t sinks, index_t kv_len)
+        : left_(left), right_(right), sinks_(sinks), kv_len_(kv_len) {}
     int multiplicity(index_t /*head*/, index_t i, index_t j) const {
-      return (j <= i || j - i <= right_) && (j >= i || i - j <= left_) ? 1 : 0;
+      const bool in_band = (j <= i || j - i <= right_) && (j >= i || i - j <= left_);
+      const bool sink = j < sinks_ && j <= i;
+      return in_band || sink ? 1 : 0;
     }
     /// Attended keys of row i among `keys`: O(1).
     index_t count(index_t /*head*/, index_t i, const KeyRange& keys) const {
-      return overlap(band(i, left_, right_, kv_len_), keys);
+      const KeyRange r = band(i, left_, right_, kv_len_);
+      return overlap(sink_keys(r, sinks_), keys) + overlap(r, keys);
     }
-    /// Calls f(KeyRange) for the attended runs of row i: one band.
+    /// Calls f(KeyRange) for the attended runs of row i in increasing order: the sinks before
+    /// the band, then the band.
     template <class F>
     void for_each_span(index_t /*head*/, index_t i, F&& f) const {
       const KeyRange r = band(i, left_, right_, kv_len_);
+      const KeyRange sinks = sink_keys(r, sinks_);
+      if (sinks.begin < sinks.end) f(sinks);
       if (r.begin < r.end) f(r);
     }
 
    private:
-    index_t left_, right_, kv_len_;
+    index_t left_, right_, sinks_, kv_len_;
   };
 
-  /// Key tiles of a query tile [q_begin, q_end): the union of its rows' bands, cut at aligned
-  /// key tiles; a tile runs unmasked when it lies inside every row's band, i.e. inside
-  /// [q_end - 1 - left, q_begin + right].
+  /// Key tiles of a query tile [q_begin, q_end): the union of its rows' sinks, then of their
+  /// bands, cut at aligned key tiles; a tile runs unmasked when it lies inside every row's
+  /// keys: the first row's sinks, or [q_end - 1 - left, q_begin + right].
   class Plan {
    public:
-    Plan(index_t left, index_t right, index_t kv_len, index_t key_rows)
-        : left_(left), right_(right), kv_len_(kv_len), key_rows_(key_rows) {}
+    Plan(index_t left, index_t right, index_t sinks, index_t kv_len, index_t key_rows)
+        : left_(left), right_(right), sinks_(sinks), kv_len_(kv_len), key_rows_(key_rows) {}
 
     template <class Visit>
     void for_each_key_tile(index_t /*head*/, index_t q_begin, index_t q_end, Visit&& visit) const {
       const KeyRange first = band(q_begin, left_, right_, kv_len_);
       const KeyRange last = band(q_end - 1, left_, right_, kv_len_);
       detail::KeyTileBuilder tiles(key_rows_, visit);
+      // Band begins grow with the row, so the last row has the most sinks and the first the
+      // fewest; sinks of later rows inside the first row's band are left to the bands' range.
+      const KeyRange sinks = sink_keys(last, sinks_);
+      tiles.add(KeyRange{0, std::min(sinks.end, first.begin)}, sink_keys(first, sinks_));
       tiles.add(KeyRange{first.begin, last.end}, KeyRange{last.begin, first.end});  // union, intersection
       tiles.finish();
     }
+    /// Keeps row i's sinks [0, s) and band [begin, end), s <= begin: excludes [s, begin) and
+    /// [end, tile end).
     template <class T>
     void exclude(index_t /*head*/, index_t i, const KeyTile& tile, T* scores) const {
-      detail::exclude_outside(band(i, left_, right_, kv_len_), tile, scores);
+      const KeyRange r = band(i, left_, right_, kv_len_);
+      detail::exclude_inside(KeyRange{sink_keys(r, sinks_).end, r.begin}, tile, scores);
+      detail::exclude_inside(KeyRange{r.end, tile.end}, tile, scores);
     }
 
    private:
-    index_t left_, right_, kv_len_, key_rows_;
+    index_t left_, right_, sinks_, kv_len_, key_rows_;
   };
 
-  Mask mask(const AttentionShape& shape) const { return Mask(left_, right_, shape.kv_len); }
+  Mask mask(const AttentionShape& shape) const { return Mask(left_, right_, sinks_, shape.kv_len); }
   Plan plan(const AttentionShape& shape, const TileShape& tiles) const {
-    return Plan(left_, right_, shape.kv_len, tiles.key_rows);
+    return Plan(left_, right_, sinks_, shape.kv_len, tiles.key_rows);
   }
 
-  /// Pairs per head: band_pairs(Lq, Lk, left, right).
+  /// Pairs per head: band_pairs(Lq, Lk, left, right) plus the sinks outside the bands.
   PatternCost cost(const AttentionShape& shape) const {
-    return softmax_cost(band_pairs(shape.q_len, shape.kv_len, left_, right_), shape);
+    return softmax_cost(band_pairs(shape.q_len, shape.kv_len, left_, right_) +
+                            sink_pairs(shape.q_len, shape.kv_len, left_, sinks_),
+                        shape);
+  }
+
+  /// Sink keys outside the bands, summed over rows 0 .. rows - 1 in O(1): row i has
+  /// clamp(i - left, 0, min(sinks, keys)) of them, i.e. min(t, s) for t = i - left >= 1.
+  static double sink_pairs(index_t rows, index_t keys, index_t left, index_t sinks) {
+    const double s = static_cast<double>(std::min(sinks, std::max(keys, index_t{0})));
+    const double t = static_cast<double>(rows) - 1 - static_cast<double>(std::min(left, rows + keys));
+    if (s <= 0 || t <= 0) return 0;
+    if (t <= s) return t * (t + 1) / 2;
+    return s * (s + 1) / 2 + (t - s) * s;
   }
 
   /// Pairs (a, b), 0 <= a < rows, 0 <= b < keys, with -left <= b - a <= right, in O(1):
@@ -137,6 +190,7 @@ class SlidingWindow {
  private:
   index_t left_;
   index_t right_;
+  index_t sinks_ = 0;
 };
 
 }  // namespace attnkit
