@@ -44,6 +44,7 @@
 #include "naive_attention.hpp"
 #include "report.hpp"
 #include "schedule_bench.hpp"
+#include "score_modifiers_bench.hpp"
 #include "sparse_bench.hpp"
 
 namespace {
@@ -258,6 +259,14 @@ int main(int argc, char** argv) try {
   });
   registry.add_section([=](std::ostream& out, const attnkit::bench::ReportData& data) {
     attnkit::bench::write_half_section(out, data, all_threads);
+  });
+  // Score modifiers: soft-capping and ALiBi against the plain call, paired.
+  attnkit::bench::register_modifiers_paired(registry, all_threads);
+  registry.add_target_rows([=](std::ostream& out, const attnkit::bench::ReportData& data) {
+    attnkit::bench::write_modifier_targets(out, data, all_threads);
+  });
+  registry.add_section([=](std::ostream& out, const attnkit::bench::ReportData& data) {
+    attnkit::bench::write_modifier_section(out, data, all_threads);
   });
   // Decode over KV caches: every cache type and layout against the read probe,
   // paired; 8-bit blocks against float16; a causal window against the full cache.

@@ -31,6 +31,7 @@ void run_attention(const P& pattern, const TensorView<const E>& q, const TensorV
   using T = compute_type_t<E>;
   const AttentionShape shape = validate_call<E>(q, k, v, out, lse, options);
   validate_key_lengths(KeyPaddedPattern<P>, options, shape);
+  const ScoreModifiers modifiers = validate_score_modifiers(options.softcap, options.alibi_slopes, shape.q_heads);
   const TileShape tiles = TileShape{};
   const AttentionCall<T, E, Out> call{shape,
                                       q,
@@ -40,9 +41,19 @@ void run_attention(const P& pattern, const TensorView<const E>& q, const TensorV
                                       lse,
                                       static_cast<T>(resolve_scale(options, shape)),
                                       parallel::resolve_threads(options.threads, Full{}.cost(shape).flops),
-                                      options.key_lengths};
+                                      options.key_lengths,
+                                      modifiers};
   // Planning validates the pattern against the call (and throws) before anything is written.
-  kernel::execute(call, plan_call(pattern, call, tiles), tiles);
+  const auto plan = plan_call(pattern, call, tiles);
+  if constexpr (!KeyTilePlan<std::remove_cvref_t<decltype(plan)>>) {
+    if (modifiers.active()) {
+      reject(options.softcap > 0 ? "options.softcap" : "options.alibi_slopes.size()",
+             options.softcap > 0 ? options.softcap : static_cast<double>(options.alibi_slopes.size()),
+             "score modifiers apply to the kinds the tiled driver runs (mask kinds and their combinations), not "
+             "to Linformer, LSH, kernelized RPE or global projections");
+    }
+  }
+  kernel::execute(call, plan, tiles);
 }
 
 /// run_attention for views of any constness, once the element types passed the checks.

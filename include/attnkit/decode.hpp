@@ -71,6 +71,7 @@ void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cac
   const CacheShape shape = validate_cache(cache);
   validate_decode(q, shape, out, lse, options);
   const double scale = resolve_scale(options, shape.head_dim);
+  const ScoreModifiers modifiers = validate_score_modifiers(options.softcap, options.alibi_slopes, q.heads());
   const kernel::DecodeGeometry geometry{cache.lengths, shape.batch,    q.heads(),      shape.kv_heads,
                                         q.seq(),       shape.head_dim, shape.value_dim};
   if (geometry.batch == 0 || geometry.q_heads == 0) return;
@@ -79,7 +80,8 @@ void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cac
   for (const KeyRange& span : spans.spans) pairs += static_cast<double>(span.end - span.begin);
   const int threads =
       parallel::resolve_threads(options.threads, 2.0 * pairs * static_cast<double>(shape.head_dim + shape.value_dim));
-  kernel::run_decode(geometry, cache_rows<const E>(cache), q, out, lse, static_cast<float>(scale), threads, spans);
+  kernel::run_decode(geometry, cache_rows<const E>(cache), q, out, lse, static_cast<float>(scale), modifiers, threads,
+                     spans);
 }
 
 /// run_decode for a pattern or a variant of patterns; a held kind that cannot decode is an

@@ -33,6 +33,7 @@ from attnkit._attnkit import (  # noqa: F401 (the public names of the package)
     ScheduleCost,
     SlidingWindow,
     Union,
+    alibi_slopes,
     append,
     ascii_view,
     attended_keys,

@@ -7,6 +7,7 @@
 
 #include <pybind11/stl.h>
 
+#include "attnkit/core/score_modifiers.hpp"
 #include "attnkit/dispatch.hpp"
 #include "bindings.hpp"
 #include "call_views.hpp"
@@ -138,7 +139,8 @@ void run_kernels(const PatternArg& pattern, const CallViews& call) {
 }
 
 constexpr const char* kAttentionDoc =
-    "attention(pattern, q, k, v, *, out=None, lse=None, scale=None, threads=0, key_lengths=None)\n\n"
+    "attention(pattern, q, k, v, *, out=None, lse=None, scale=None, threads=0, key_lengths=None, global_qkv=None,\n"
+    "softcap=0.0, alibi_slopes=None)\n\n"
     "q [B, Hq, Lq, D], k [B, Hk, Lk, D], v [B, Hk, Lk, Dv] (NumPy arrays or torch CPU tensors, one dtype:\n"
     "float32, float64, bfloat16 (torch) or float16; any strides with a unit last one). Returns out\n"
     "[B, Hq, Lq, Dv] (q's dtype, allocated by q's library; or `out`, written in place: q's dtype or\n"
@@ -146,18 +148,25 @@ constexpr const char* kAttentionDoc =
     "float64 calls), (out, lse). scale: logit scale (1/sqrt(D)); threads: 0 = OpenMP's default;\n"
     "key_lengths: per-batch key padding (Linformer); global_qkv: (qg, kg, vg) shaped as q, k, v, Longformer's\n"
     "separate global projections, for a Global or Union(SlidingWindow or Dilated, Global) pattern: its global rows\n"
-    "attend every key through qg, kg, vg. Inputs are never copied; the GIL is released.\n\n"
-    "attention(pattern, q, cache, *, out=None, lse=None, scale=None, threads=0): decode over an attnkit.KvCache or\n"
+    "attend every key through qg, kg, vg. softcap: s <- softcap tanh(s / softcap) (Gemma 2; 0 = off);\n"
+    "alibi_slopes: one slope per query head, s <- s - m_h |p - j| (attnkit.alibi_slopes(Hq) gives the standard\n"
+    "ones); both on mask kinds, in prefill and over caches. Inputs are never copied; the GIL is released.\n\n"
+    "attention(pattern, q, cache, *, out=None, lse=None, scale=None, threads=0, softcap=0.0, alibi_slopes=None): "
+    "decode over an attnkit.KvCache or\n"
     "PagedKvCache: q [B, Hq, Lq, D] (Lq 1 ... 64; float32, bfloat16, float16) at each sequence's last Lq positions;\n"
     "out of q's dtype or float32, lse float32.";
 
 }  // namespace
 
 void bind_attention(py::module_& m) {
+  m.def("alibi_slopes", &alibi_slopes, py::arg("heads"),
+        "ALiBi's standard slopes for `heads` query heads (Press et al. 2022's get_slopes): 2^(-8 (h + 1) / H) for a "
+        "power of two H, else the slopes of the power of two below followed by every other slope of twice it.");
   m.def(
       "attention",
       [](py::handle pattern, py::handle q, py::handle k, py::handle v, py::object out, py::object lse,
-         std::optional<double> scale, int threads, py::handle key_lengths, py::handle global_qkv) {
+         std::optional<double> scale, int threads, py::handle key_lengths, py::handle global_qkv, double softcap,
+         py::handle alibi_slopes) {
         if (is_cache(k)) {
           if (!v.is_none()) detail::reject("v", "given", "must be omitted over a KV cache (the cache holds V)");
           if (!key_lengths.is_none()) {
@@ -166,11 +175,12 @@ void bind_attention(py::module_& m) {
           if (!global_qkv.is_none()) {
             detail::reject("global_qkv", "given", "must be omitted over a KV cache (tensor calls only)");
           }
-          return decode_attention(pattern, q, k, std::move(out), std::move(lse), scale, threads);
+          return decode_attention(pattern, q, k, std::move(out), std::move(lse), scale, threads, softcap, alibi_slopes);
         }
         const PatternArg held = pattern_arg(pattern);
-        const PreparedCall call =
+        PreparedCall call =
             prepare(q, k, v, std::move(out), std::move(lse), scale, threads, key_lengths, Outputs::kKernel);
+        set_score_modifiers(call.views.options, softcap, alibi_slopes);
         const std::optional<GlobalViews> global =
             global_qkv.is_none() ? std::nullopt : std::optional<GlobalViews>(global_views(global_qkv, call.views));
         {
@@ -185,7 +195,8 @@ void bind_attention(py::module_& m) {
       },
       py::arg("pattern"), py::arg("q"), py::arg("k"), py::arg("v") = py::none(), py::kw_only(),
       py::arg("out") = py::none(), py::arg("lse") = py::none(), py::arg("scale") = py::none(), py::arg("threads") = 0,
-      py::arg("key_lengths") = py::none(), py::arg("global_qkv") = py::none(), kAttentionDoc);
+      py::arg("key_lengths") = py::none(), py::arg("global_qkv") = py::none(), py::arg("softcap") = 0.0,
+      py::arg("alibi_slopes") = py::none(), kAttentionDoc);
 
   m.def(
       "_native_call_ns",
@@ -206,10 +217,11 @@ void bind_attention(py::module_& m) {
   reference.def(
       "attention",
       [](py::handle pattern, py::handle q, py::handle k, py::handle v, py::object out, py::object lse,
-         std::optional<double> scale, py::handle key_lengths) {
+         std::optional<double> scale, py::handle key_lengths, double softcap, py::handle alibi_slopes) {
         const PatternArg held = pattern_arg(pattern);
-        const PreparedCall call =
+        PreparedCall call =
             prepare(q, k, v, std::move(out), std::move(lse), scale, 0, key_lengths, Outputs::kReference);
+        set_score_modifiers(call.views.options, softcap, alibi_slopes);
         if (call.views.q.dtype == DType::kFloat32) {
           detail::reject("q.dtype", "float32",
                          "the reference takes float64, bfloat16 or float16 (widen float32 first)");
@@ -222,6 +234,7 @@ void bind_attention(py::module_& m) {
       },
       py::arg("pattern"), py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("out") = py::none(),
       py::arg("lse") = py::none(), py::arg("scale") = py::none(), py::arg("key_lengths") = py::none(),
+      py::arg("softcap") = 0.0, py::arg("alibi_slopes") = py::none(),
       "The closed-form float64 result (O(Lq Lk) per head): q, k, v float64 or half; out and lse float64.");
 
   py::module_ dispatched = m.def_submodule(
@@ -238,7 +251,7 @@ void bind_attention(py::module_& m) {
   dispatched.def(
       "attention",
       [](py::handle pattern, py::handle q, py::handle k, py::handle v, py::object out, py::object lse,
-         std::optional<double> scale, int threads, py::handle key_lengths) {
+         std::optional<double> scale, int threads, py::handle key_lengths, double softcap, py::handle alibi_slopes) {
         const PatternArg held = pattern_arg(pattern);
         const auto* registered = std::get_if<dispatch::PatternRef>(&held);
         if (registered == nullptr) {
@@ -246,8 +259,9 @@ void bind_attention(py::module_& m) {
                          "attnkit.dispatch runs the registered kinds (attnkit.kinds); combinations run "
                          "attnkit.attention");
         }
-        const PreparedCall call =
+        PreparedCall call =
             prepare(q, k, v, std::move(out), std::move(lse), scale, threads, key_lengths, Outputs::kKernel);
+        set_score_modifiers(call.views.options, softcap, alibi_slopes);
         {
           py::gil_scoped_release unlocked;
           run_dispatched(*registered, call.views);
@@ -256,7 +270,8 @@ void bind_attention(py::module_& m) {
       },
       py::arg("pattern"), py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("out") = py::none(),
       py::arg("lse") = py::none(), py::arg("scale") = py::none(), py::arg("threads") = 0,
-      py::arg("key_lengths") = py::none(), "attnkit.attention for a registered kind, on the current target's kernels.");
+      py::arg("key_lengths") = py::none(), py::arg("softcap") = 0.0, py::arg("alibi_slopes") = py::none(),
+      "attnkit.attention for a registered kind, on the current target's kernels.");
 }
 
 }  // namespace attnkit::python

@@ -1,8 +1,10 @@
 // KV caches in Python: attnkit.KvCache, attnkit.PagedKvCache, attnkit.append, decode through
 // attnkit.attention(pattern, q, cache) and its float64 reference (SPEC.md section 13).
 
+#include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <pybind11/stl.h>
 
@@ -108,22 +110,32 @@ void run_dispatched_decode(const dispatch::PatternRef& pattern, const CacheVaria
       cache);
 }
 
-void append_rows(py::handle cache_object, py::handle k_object, py::handle v_object) {
+void append_rows(py::handle cache_object, py::handle k_object, py::handle v_object, py::handle counts_object) {
   const CacheVariant cache = cache_view(cache_object);
   const TensorArg k = tensor_arg(k_object, "k_new"), v = tensor_arg(v_object, "v_new");
   k.require_dims(4, "[B, Hk, n, D]");
   v.require_dims(4, "[B, Hk, n, Dv]");
   v.require_dtype(k.dtype, "must equal k_new.dtype = " + std::string(dtype_name(k.dtype)));
+  const std::optional<std::vector<index_t>> counts =
+      counts_object.is_none() ? std::nullopt : std::optional(index_list(counts_object, "counts"));
   const auto run = [&]<class S>(std::type_identity<S>) {
     py::gil_scoped_release unlocked;
-    std::visit([&](const auto& c) { attnkit::append(c, k.view<const S>(), v.view<const S>()); }, cache);
+    std::visit(
+        [&](const auto& c) {
+          if (counts) {
+            attnkit::append(c, k.view<const S>(), v.view<const S>(), std::span<const index_t>(*counts));
+          } else {
+            attnkit::append(c, k.view<const S>(), v.view<const S>());
+          }
+        },
+        cache);
   };
   with_dtype<float, bfloat16, float16>(k.dtype, "k_new", "must be float32, bfloat16 or float16", run);
 }
 
 /// reference::attention over the cache in float64 (out and lse float64 NumPy arrays).
 py::object reference_decode(py::handle pattern_object, py::handle q_object, py::handle cache_object, bool with_lse,
-                            std::optional<double> scale) {
+                            std::optional<double> scale, double softcap, py::handle alibi_slopes) {
   const PatternArg pattern = pattern_arg(pattern_object);
   const CacheVariant cache = cache_view(cache_object);
   const TensorArg q = tensor_arg(q_object, "q");
@@ -133,6 +145,7 @@ py::object reference_decode(py::handle pattern_object, py::handle q_object, py::
   const TensorArg out_arg = tensor_arg(out, "out"), lse_arg = tensor_arg(lse, "lse");
   Options options;
   options.scale = scale;
+  set_score_modifiers(options, softcap, alibi_slopes);
   const auto run = [&]<class Q>(std::type_identity<Q>) {
     py::gil_scoped_release unlocked;
     visit_pattern_arg(pattern, [&]<class P>(const P& held) {
@@ -181,7 +194,8 @@ CacheVariant cache_view(py::handle cache) {
 }
 
 py::object decode_attention(py::handle pattern, py::handle q_object, py::handle cache_object, py::object out,
-                            py::object lse, std::optional<double> scale, int threads) {
+                            py::object lse, std::optional<double> scale, int threads, double softcap,
+                            py::handle alibi_slopes) {
   const PatternArg held = pattern_arg(pattern);
   const CacheVariant cache = cache_view(cache_object);
   DecodeViews call{tensor_arg(q_object, "q"), {}, {}, {}};
@@ -213,6 +227,7 @@ py::object decode_attention(py::handle pattern, py::handle q_object, py::handle 
   }
   call.options.scale = scale;
   call.options.threads = threads;
+  set_score_modifiers(call.options, softcap, alibi_slopes);
   {
     py::gil_scoped_release unlocked;
     if (const auto* registered = std::get_if<dispatch::PatternRef>(&held)) {
@@ -253,13 +268,15 @@ void bind_decode(py::module_& m) {
       .def_readonly("v_pages", &PyPagedKvCache::v_pages)
       .def_readonly("block_table", &PyPagedKvCache::block_table)
       .def_readonly("lengths", &PyPagedKvCache::lengths);
-  m.def("append", &append_rows, py::arg("cache"), py::arg("k_new"), py::arg("v_new"),
+  m.def("append", &append_rows, py::arg("cache"), py::arg("k_new"), py::arg("v_new"), py::arg("counts") = py::none(),
         "Writes k_new [B, Hk, n, D] and v_new [B, Hk, n, Dv] (float32, bfloat16, float16) at each sequence's length, "
-        "rounded or quantized to the cache's type, and advances lengths; a full cache or a bad page id is a ValueError "
-        "with nothing written.");
+        "rounded or quantized to the cache's type, and advances lengths; counts (one per sequence, each in [0, n]): "
+        "sequence b takes its first counts[b] rows only (continuous batching). A full cache or a bad page id is a "
+        "ValueError with nothing written.");
   py::module_ reference = m.attr("reference").cast<py::module_>();
   reference.def("decode", &reference_decode, py::arg("pattern"), py::arg("q"), py::arg("cache"), py::kw_only(),
-                py::arg("lse") = false, py::arg("scale") = py::none(),
+                py::arg("lse") = false, py::arg("scale") = py::none(), py::arg("softcap") = 0.0,
+                py::arg("alibi_slopes") = py::none(),
                 "reference::attention over a KV cache in float64 (8-bit blocks on their dequantized values): out "
                 "[B, Hq, Lq, Dv] float64 NumPy array, and lse when asked.");
 }

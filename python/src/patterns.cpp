@@ -151,9 +151,8 @@ void bind_window_kinds(py::module_& m) {
                                    "Keys i - left ... i + right (inclusive radii); a causal window (right = 0) may "
                                    "also keep the first `sinks` keys, up to the row's own position (StreamingLLM).");
   window
-      .def(py::init([](index_t left, index_t right, index_t sinks) {
-             return SlidingWindow(left, right).with_sinks(sinks);
-           }),
+      .def(py::init(
+               [](index_t left, index_t right, index_t sinks) { return SlidingWindow(left, right).with_sinks(sinks); }),
            py::arg("left"), py::arg("right"), py::arg("sinks") = 0)
       .def_static("symmetric", &SlidingWindow::symmetric, py::arg("radius"))
       .def_static("causal", &SlidingWindow::causal, py::arg("radius"))

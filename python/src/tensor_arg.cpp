@@ -275,4 +275,14 @@ std::vector<index_t> index_list(py::handle object, std::string_view name) {
   }
 }
 
+void set_score_modifiers(Options& options, double softcap, py::handle alibi_slopes) {
+  options.softcap = softcap;
+  if (alibi_slopes.is_none()) return;
+  try {
+    options.alibi_slopes = alibi_slopes.cast<std::vector<double>>();
+  } catch (const py::cast_error&) {
+    detail::reject("alibi_slopes", describe(alibi_slopes), "must be None or a sequence of floats, one per query head");
+  }
+}
+
 }  // namespace attnkit::python

@@ -18,6 +18,7 @@
 #include "attnkit/core/errors.hpp"
 #include "attnkit/core/half.hpp"
 #include "attnkit/core/index.hpp"
+#include "attnkit/core/options.hpp"
 #include "attnkit/core/q8_block.hpp"
 #include "attnkit/core/tensor_view.hpp"
 
@@ -132,5 +133,9 @@ py::object allocate(Library library, DType dtype, const std::vector<index_t>& si
 
 /// std::vector of a 1-D sequence of Python integers or a 1-D integer array.
 std::vector<index_t> index_list(py::handle object, std::string_view name);
+
+/// The softcap and alibi_slopes keyword arguments into `options` (alibi_slopes: None, or a
+/// sequence of floats or a 1-D array, one per query head); the C++ door checks their rules.
+void set_score_modifiers(Options& options, double softcap, py::handle alibi_slopes);
 
 }  // namespace attnkit::python

@@ -27,17 +27,25 @@ def assert_float_close(out, ref, v):
     assert worst <= 0, f"exceeds the float tolerance by {worst}"
 
 
-def dense_attention(q, k, v, mask, scale=None):
+def dense_attention(q, k, v, mask, scale=None, softcap=0.0, alibi_slopes=None):
     """softmax(scale q k^T + log mask) v in float64, mask [Hq, Lq, Lk] of 0/1 or of multiplicities mu (SPEC.md
-    section 0: key j enters row i's softmax mu_ij times); GQA by h // (Hq / Hk). A row with no key gives zeros."""
+    section 0: key j enters row i's softmax mu_ij times); GQA by h // (Hq / Hk). A row with no key gives zeros.
+    Score modifiers (SPEC.md section 14): s <- softcap tanh(s / softcap), then s <- s - m_h |p - j| with query i
+    at position p = i + Lk - Lq."""
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
     b, hq, lq, d = q.shape
+    lk = k.shape[2]
     group = hq // k.shape[1]
     scale = 1.0 / np.sqrt(d) if scale is None else scale
     out = np.zeros((b, hq, lq, v.shape[3]))
     lse = np.full((b, hq, lq), -np.inf)
+    i, j = positions(lq, lk)
     for h in range(hq):
         logits = scale * q[:, h] @ k[:, h // group].transpose(0, 2, 1)
+        if softcap > 0:
+            logits = softcap * np.tanh(logits / softcap)
+        if alibi_slopes is not None:
+            logits = logits - alibi_slopes[h] * np.abs(i + lk - lq - j)[None]
         logits = np.where(mask[h][None] > 0, logits, -np.inf)
         top = np.max(logits, axis=2, keepdims=True)
         top = np.where(np.isfinite(top), top, 0.0)
@@ -62,9 +70,10 @@ def full_mask(hq, lq, lk, causal=False):
     return np.broadcast_to(m, (hq, lq, lk))
 
 
-def window_mask(hq, lq, lk, left, right):
+def window_mask(hq, lq, lk, left, right, sinks=0):
+    """SPEC.md section 2, with attention sinks: keys j < sinks that the row reaches causally (j <= i)."""
     i, j = positions(lq, lk)
-    return np.broadcast_to((j >= i - left) & (j <= i + right), (hq, lq, lk))
+    return np.broadcast_to(((j >= i - left) & (j <= i + right)) | ((j < sinks) & (j <= i)), (hq, lq, lk))
 
 
 def dilated_mask(hq, lq, lk, left, right, dilations):

@@ -25,6 +25,8 @@ def mask_cases():
         (attnkit.Full(causal=True), causal),
         (attnkit.SlidingWindow(3, 7), window_mask(HQ, LQ, LQ, 3, 7)),
         (attnkit.SlidingWindow.causal(9), window_mask(HQ, LQ, LQ, 9, 0)),
+        (attnkit.SlidingWindow.streaming(9, 4), window_mask(HQ, LQ, LQ, 9, 0, sinks=4)),
+        (attnkit.SlidingWindow(3, 0, sinks=30), window_mask(HQ, LQ, LQ, 3, 0, sinks=30)),
         (attnkit.Dilated.symmetric(4, [1, 2, 3, 1]), dilated_mask(HQ, LQ, LQ, 4, 4, [1, 2, 3, 1])),
         (attnkit.Global([0, 20]), globals_),
         (attnkit.BlockSparse(16, [attnkit.BlockLayout.from_bitmap(local)]), block_mask(HQ, LQ, LQ, 16, [local])),
@@ -308,3 +310,65 @@ def test_global_projections_give_global_rows_their_own_q_k_v(rng):
         attnkit.attention(attnkit.Global(tokens), q, k, v, global_qkv=(qg, kg[:, :, :5], vg))
     with pytest.raises(ValueError, match="len\\(global_qkv\\) = 2"):
         attnkit.attention(attnkit.Global(tokens), q, k, v, global_qkv=(qg, kg))
+
+
+def test_sinks_stay_causal_and_need_a_causal_window(rng):
+    q, k, v = qkv(rng, hq=HQ, lq=6, lk=6)
+    out = attnkit.attention(attnkit.SlidingWindow.streaming(1, 4), q, k, v)
+    # Row 0 sits below the sink count and sees key 0 alone: its output is v_0.
+    np.testing.assert_array_equal(out[:, :, 0], v[:, np.arange(HQ) // 2, 0])
+    assert attnkit.SlidingWindow(2, 0, sinks=3).sinks == 3
+    assert repr(attnkit.SlidingWindow.streaming(8, 4)) == "SlidingWindow(left=8, right=0, sinks=4)"
+    with pytest.raises(ValueError, match="SlidingWindow::with_sinks: right = 1"):
+        attnkit.SlidingWindow(2, 1, sinks=3)
+
+
+def get_slopes(n):
+    """ALiBi slopes as Press et al.'s reference code computes them (written here from the paper's description)."""
+    def power_of_two(m):
+        start = 2 ** (-8 / m)
+        return [start ** (h + 1) for h in range(m)]
+    below = 2 ** int(np.floor(np.log2(n)))
+    return power_of_two(below) + power_of_two(2 * below)[0::2][:n - below]
+
+
+def test_alibi_slopes_follow_press(rng):
+    for heads in (1, 4, 8, 12, 20):
+        np.testing.assert_allclose(attnkit.alibi_slopes(heads), get_slopes(heads), rtol=1e-14)
+
+
+MODIFIED = [
+    (attnkit.Full(causal=True), full_mask(HQ, 67, 90, causal=True)),
+    (attnkit.SlidingWindow(6, 3), window_mask(HQ, 67, 90, 6, 3)),
+    (attnkit.SlidingWindow.streaming(9, 4), window_mask(HQ, 67, 90, 9, 0, sinks=4)),
+    (attnkit.Union(attnkit.SlidingWindow.symmetric(5), attnkit.Global([0, 20])),
+     window_mask(HQ, 67, 90, 5, 5) | global_mask(HQ, 67, 90, [0, 20])),
+]
+
+
+@pytest.mark.parametrize("pattern,mask", MODIFIED, ids=lambda x: repr(x) if not isinstance(x, np.ndarray) else "")
+@pytest.mark.parametrize("softcap,alibi", [(4.0, False), (0.0, True), (2.5, True)])
+def test_softcap_and_alibi_match_a_numpy_softmax(rng, pattern, mask, softcap, alibi):
+    q, k, v = qkv(rng, hq=HQ, lq=67, lk=90)
+    q = 3 * q  # logits beyond the cap
+    slopes = attnkit.alibi_slopes(HQ) if alibi else None
+    ref, ref_lse = dense_attention(q, k, v, mask, softcap=softcap, alibi_slopes=slopes)
+    out, lse = attnkit.attention(pattern, q, k, v, lse=True, softcap=softcap, alibi_slopes=slopes)
+    assert_float_close(out, ref, v)
+    np.testing.assert_allclose(lse, ref_lse, rtol=2e-5, atol=2e-5)
+    ref64, _ = attnkit.reference.attention(pattern, q.astype(np.float64), k.astype(np.float64),
+                                           v.astype(np.float64), lse=True, softcap=softcap, alibi_slopes=slopes)
+    np.testing.assert_allclose(ref64, ref, rtol=1e-10, atol=1e-12)
+    if not isinstance(pattern, attnkit.Union):
+        dispatched = attnkit.dispatch.attention(pattern, q, k, v, softcap=softcap, alibi_slopes=slopes)
+        assert_float_close(dispatched, ref, v)
+
+
+def test_score_modifier_errors(rng):
+    q, k, v = qkv(rng, hq=HQ)
+    with pytest.raises(ValueError, match="options.softcap = -1"):
+        attnkit.attention(attnkit.Full(), q, k, v, softcap=-1.0)
+    with pytest.raises(ValueError, match="options.alibi_slopes.size\\(\\) = 3"):
+        attnkit.attention(attnkit.Full(), q, k, v, alibi_slopes=[0.5, 0.25, 0.125])
+    with pytest.raises(ValueError, match="alibi_slopes = str"):
+        attnkit.attention(attnkit.Full(), q, k, v, alibi_slopes="slopes")

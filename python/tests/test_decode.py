@@ -141,3 +141,39 @@ def test_decode_errors_write_nothing(rng, rows):
     with pytest.raises(ValueError, match="block_table"):
         attnkit.attention(attnkit.Full(), q, paged, out=out)
     assert np.all(out == 5.0)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "q8_0"])
+def test_softcap_alibi_and_sinks_over_a_cache(rng, rows, dtype):
+    """attnkit.attention over a cache with the score modifiers against the float64 reference over the same cache."""
+    k_rows, v_rows = rows
+    if dtype == "q8_0":
+        k = np.zeros((B, HK, CAPACITY, D // 32, 34), np.uint8)
+        v = np.zeros((B, HK, CAPACITY, DV // 32, 34), np.uint8)
+    else:
+        k = np.zeros((B, HK, CAPACITY, D), np.float16)
+        v = np.zeros((B, HK, CAPACITY, DV), np.float16)
+    cache = attnkit.KvCache(k, v, np.zeros(B, np.int64))
+    attnkit.append(cache, k_rows, v_rows)
+    q = rng.standard_normal((B, HQ, 3, D)).astype(np.float32)
+    for pattern in (attnkit.Full(causal=True), attnkit.SlidingWindow.streaming(20, 4)):
+        options = dict(softcap=3.0, alibi_slopes=attnkit.alibi_slopes(HQ))
+        out = attnkit.attention(pattern, q, cache, **options)
+        ref = attnkit.reference.decode(pattern, q, cache, **options)
+        assert_float_close(out, ref, v_rows)
+
+
+def test_ragged_append_writes_each_sequences_count(rng, rows):
+    k_rows, v_rows = rows
+    k = np.zeros((B, HK, CAPACITY, D), np.float32)
+    v = np.zeros((B, HK, CAPACITY, DV), np.float32)
+    lengths = np.array([10, 0, 5], np.int64)
+    cache = attnkit.KvCache(k, v, lengths)
+    attnkit.append(cache, k_rows[:, :, :4], v_rows[:, :, :4], counts=[4, 1, 0])
+    np.testing.assert_array_equal(lengths, [14, 1, 5])
+    np.testing.assert_array_equal(k[0, :, 10:14], k_rows[0, :, :4])
+    np.testing.assert_array_equal(k[1, :, 0:1], k_rows[1, :, :1])
+    assert not np.any(k[1, :, 1:]) and not np.any(k[2])
+    with pytest.raises(ValueError, match="counts\\[1\\] = 5"):
+        attnkit.append(cache, k_rows[:, :, :4], v_rows[:, :, :4], counts=[0, 5, 0])
+    np.testing.assert_array_equal(lengths, [14, 1, 5])

@@ -9,14 +9,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
 #include "support/accuracy.hpp"
+#include "support/plan_checks.hpp"
 #include "support/test_cache.hpp"
 #include "support/test_data.hpp"
 
@@ -243,7 +246,8 @@ TEST(DecodeSinks, RowsBelowTheSinkCountStayCausal) {
   std::vector<float> out(q.size()), lse(q_len);
   attention(SlidingWindow::streaming(8, 4), bhld(q.data(), 1, 1, q_len, head_dim), cache.contiguous(),
             bhld(out.data(), 1, 1, q_len, head_dim), bhld(lse.data(), 1, 1, q_len, 1));
-  for (index_t d = 0; d < head_dim; ++d) EXPECT_EQ(out[static_cast<std::size_t>(d)], cache.v[static_cast<std::size_t>(d)]);
+  for (index_t d = 0; d < head_dim; ++d)
+    EXPECT_EQ(out[static_cast<std::size_t>(d)], cache.v[static_cast<std::size_t>(d)]);
   std::vector<double> ref(out.size()), ref_lse(lse.size());
   reference::attention(Full{.causal = true}, bhld(q.data(), 1, 1, q_len, head_dim), cache.contiguous(),
                        bhld(ref.data(), 1, 1, q_len, head_dim), bhld(ref_lse.data(), 1, 1, q_len, 1));
@@ -425,8 +429,94 @@ TEST(DecodeErrors, BadInputsAreRejectedWithNothingWritten) {
         append(cache.paged_view(), rv, bhld(static_cast<const float*>(wide.data()), 2, 2, 2, head_dim));
       },
       "v_new.sizes[seq]");
+  // Ragged: a count per sequence, each checked against its own room and pages.
+  std::vector<float> two(static_cast<std::size_t>(2 * 2 * 2 * head_dim), 1.0f);
+  const auto tv = bhld(static_cast<const float*>(two.data()), 2, 2, 2, head_dim);
+  expect_rejected([&] { append(cache.paged_view(), tv, tv, std::vector<index_t>{1}); }, "counts.size() = 1");
+  expect_rejected([&] { append(cache.paged_view(), tv, tv, std::vector<index_t>{1, 3}); }, "counts[1] = 3");
+  expect_rejected([&] { append(cache.paged_view(), tv, tv, std::vector<index_t>{0, -1}); }, "counts[1] = -1");
+  cache.lengths = {63, 10};
+  expect_rejected([&] { append(cache.paged_view(), tv, tv, std::vector<index_t>{2, 0}); }, "cache.lengths[0] = 63");
   EXPECT_EQ(cache.k, before_k);
-  EXPECT_EQ(cache.lengths, (std::vector<index_t>{48, 10}));
+  EXPECT_EQ(cache.lengths, (std::vector<index_t>{63, 10}));
+}
+
+// Continuous batching: one call appends a different number of rows to each sequence (a
+// 5-row prompt chunk, one token, nothing), rows past a sequence's count unread; the cache then
+// holds what per-sequence appends of those rows write (compared bit for bit), paged and
+// contiguous.
+TEST(DecodeAppend, RaggedCountsWriteEachSequencesOwnRows) {
+  const index_t head_dim = 32, rows = 5;
+  const std::vector<index_t> counts{5, 1, 0};
+  std::vector<float> k_new(static_cast<std::size_t>(3 * 2 * rows * head_dim)), v_new(k_new.size());
+  for (std::size_t i = 0; i < k_new.size(); ++i) {
+    k_new[i] = static_cast<float>(normal_sample(40, 1, i));
+    v_new[i] = static_cast<float>(normal_sample(40, 2, i));
+  }
+  // Rows past a count hold NaN: they must not be read.
+  for (index_t b = 0; b < 3; ++b)
+    for (index_t h = 0; h < 2; ++h)
+      for (index_t t = counts[static_cast<std::size_t>(b)]; t < rows; ++t)
+        for (index_t d = 0; d < head_dim; ++d)
+          k_new[static_cast<std::size_t>(((b * 2 + h) * rows + t) * head_dim + d)] = std::nanf("");
+  const auto all = [&](const std::vector<float>& x) { return bhld(x.data(), 3, 2, rows, head_dim); };
+  for (bool paged : {false, true}) {
+    TestCache<float16> ragged(3, 2, 64, head_dim, head_dim, paged, 16), separate = ragged;
+    ragged.fill(64, 41, {20, 30, 7});
+    separate.fill(64, 41, {20, 30, 7});
+    const auto view = [&](TestCache<float16>& c) {
+      return paged ? std::variant<KvCache<float16>, PagedKvCache<float16>>(c.paged_view())
+                   : std::variant<KvCache<float16>, PagedKvCache<float16>>(c.contiguous());
+    };
+    std::visit([&](const auto& c) { append(c, all(k_new), all(v_new), counts); }, view(ragged));
+    EXPECT_EQ(ragged.lengths, (std::vector<index_t>{25, 31, 7}));
+    // The same rows one sequence at a time: a one-sequence cache over sequence b's storage.
+    for (index_t b = 0; b < 3; ++b) {
+      std::vector<index_t> only(3, 0);
+      only[static_cast<std::size_t>(b)] = counts[static_cast<std::size_t>(b)];
+      std::visit([&](const auto& c) { append(c, all(k_new), all(v_new), only); }, view(separate));
+    }
+    EXPECT_EQ(separate.lengths, ragged.lengths);
+    ASSERT_EQ(ragged.k.size(), separate.k.size());
+    for (std::size_t i = 0; i < ragged.k.size(); ++i) {
+      ASSERT_EQ(ragged.k[i].bits, separate.k[i].bits) << i;
+      ASSERT_EQ(ragged.v[i].bits, separate.v[i].bits) << i;
+    }
+    // Sequence 0's new rows are the rounded float rows, at tokens 20 .. 24.
+    const auto keys = view(ragged);
+    const float16* row =
+        std::visit([&](const auto& c) { return attnkit::detail::cache_rows<const float16>(c).key(0, 1, 22); }, keys);
+    for (index_t d = 0; d < head_dim; ++d)
+      EXPECT_EQ(row[d].bits, to_float16(k_new[static_cast<std::size_t>(((0 * 2 + 1) * rows + 2) * head_dim + d)]).bits);
+  }
+}
+
+// Ready 8-bit blocks (quantized elsewhere, e.g. by llama.cpp) are copied into an 8-bit cache as
+// they are, and read back as the blocks quantized from the same floats.
+TEST(DecodeAppend, ReadyEightBitBlocksAreCopied) {
+  const index_t head_dim = 64, blocks = head_dim / 32;
+  std::vector<float> row(static_cast<std::size_t>(2 * head_dim));
+  for (std::size_t i = 0; i < row.size(); ++i) row[i] = static_cast<float>(normal_sample(42, 1, i));
+  std::vector<q8_0_block> ready(static_cast<std::size_t>(2 * blocks));
+  for (index_t b = 0; b < 2 * blocks; ++b) ready[static_cast<std::size_t>(b)] = quantize_q8_0(row.data() + b * 32);
+  std::vector<index_t> lengths_a{3}, lengths_b{3};
+  std::vector<q8_0_block> ka(static_cast<std::size_t>(8 * blocks)), va(ka.size()), kb = ka, vb = ka;
+  const KvCache<q8_0_block> copied{bhld(ka.data(), 1, 1, 8, blocks), bhld(va.data(), 1, 1, 8, blocks), lengths_a};
+  const KvCache<q8_0_block> quantized{bhld(kb.data(), 1, 1, 8, blocks), bhld(vb.data(), 1, 1, 8, blocks), lengths_b};
+  append(copied, bhld(static_cast<const q8_0_block*>(ready.data()), 1, 1, 2, blocks),
+         bhld(static_cast<const q8_0_block*>(ready.data()), 1, 1, 2, blocks));
+  append(quantized, bhld(static_cast<const float*>(row.data()), 1, 1, 2, head_dim),
+         bhld(static_cast<const float*>(row.data()), 1, 1, 2, head_dim));
+  EXPECT_EQ(lengths_a, lengths_b);
+  EXPECT_EQ(lengths_a[0], 5);
+  EXPECT_EQ(std::memcmp(ka.data(), kb.data(), ka.size() * sizeof(q8_0_block)), 0);
+  EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(q8_0_block)), 0);
+  expect_invalid_argument(
+      [&] {
+        append(copied, bhld(static_cast<const q8_0_block*>(ready.data()), 1, 1, 1, blocks * 2),
+               bhld(static_cast<const q8_0_block*>(ready.data()), 1, 1, 1, blocks * 2));
+      },
+      "k_new.sizes[dim] = 4: must equal the cache's head dimension");
 }
 
 }  // namespace

@@ -60,7 +60,8 @@ std::string describe(const FuzzKind& kind, const std::string& types, const Atten
   text << kind.name << " " << types << " B " << s.batch << " Hq " << s.q_heads << " Hk " << s.kv_heads << " Lq "
        << s.q_len << " Lk " << s.kv_len << " D " << s.head_dim << " Dv " << s.value_dim << " threads "
        << options.threads << " scale " << (options.scale ? std::to_string(*options.scale) : "default")
-       << " key_lengths " << options.key_lengths.size() << (with_lse ? " with lse" : "");
+       << " key_lengths " << options.key_lengths.size() << " softcap " << options.softcap << " alibi slopes "
+       << options.alibi_slopes.size() << (with_lse ? " with lse" : "");
   return text.str();
 }
 
@@ -278,10 +279,15 @@ void run_case(ByteReader& in, const FuzzKind& kind, const AttentionShape& s, boo
                                              std::abs(sigma) * largest_row_norm(qr) * scales.key_norm, rounding_terms,
                                              4 * std::sqrt(static_cast<double>(s.kv_len)) * u * scales.absolute_values);
           } else {
-            // Lsh normalises its keys: |k| = 1.
+            // Lsh normalises its keys: |k| = 1. Score modifiers (SPEC.md section 14) add the
+            // rounding of a tanh of the cap's size (a few ulp) and of ALiBi's penalty, at most
+            // the largest slope times Lq + Lk.
             const double key_norm = std::is_same_v<P, Lsh> ? 1.0 : largest_row_norm(kr);
+            double penalty = 0;
+            for (double slope : options.alibi_slopes) penalty = std::max(penalty, std::abs(slope));
+            const double modified = 4 * options.softcap + penalty * static_cast<double>(s.q_len + s.kv_len);
             tolerance = softmax_tolerance<T>(std::max(largest_finite(vr), 1e-300),
-                                             std::abs(sigma) * largest_row_norm(qr) * key_norm,
+                                             std::abs(sigma) * largest_row_norm(qr) * key_norm + modified,
                                              static_cast<double>(s.head_dim), 0.0);
           }
           tolerance.out.rtol += testing::output_rounding<Out>();

@@ -1,8 +1,10 @@
 // libFuzzer harness of attention over KV caches (SPEC.md section 13; README "Fuzzing"). Each
 // input decodes to a cache (float, bfloat16, float16 or 8-bit blocks; contiguous or paged with
 // a shuffled block table, sometimes a page shared by two sequences; ragged lengths, some 0),
-// filled through attnkit::append, a pattern (any registered kind, or StreamingLLM's sinks plus
-// window) and queries (float, bfloat16 or float16; out in their type or float). The call must
+// filled through attnkit::append (the same rows for every sequence, or one ragged append of
+// each sequence's own count), a pattern (any registered kind, StreamingLLM's sinks plus window,
+// or a causal window with global tokens), score modifiers (softcap, ALiBi) and queries (float,
+// bfloat16 or float16; out in their type or float). The call must
 // either throw attnkit::invalid_argument with out and lse untouched (always, for a kind that
 // cannot decode), or give no NaN, match reference::attention over the same cache within SPEC.md
 // section 11's tolerance, and give the same bits on one thread. Every slot past a sequence's
@@ -15,6 +17,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -26,6 +29,7 @@
 #include "attnkit/core/errors.hpp"
 #include "attnkit/core/half.hpp"
 #include "attnkit/core/q8_block.hpp"
+#include "attnkit/core/score_modifiers.hpp"
 #include "attnkit/decode.hpp"
 #include "attnkit/pattern/kinds.hpp"
 #include "attnkit/pattern/union.hpp"
@@ -43,6 +47,7 @@ namespace {
 struct DecodeCase {
   index_t batch = 1, kv_heads = 1, q_heads = 1, capacity = 1, head_dim = 1, value_dim = 1, q_len = 1;
   bool paged = false, share_first_page = false;
+  bool ragged_append = false;  // the cache filled by one append with a count per sequence
   index_t page_size = 1;
   std::vector<index_t> lengths;
   Options options;
@@ -98,17 +103,28 @@ struct FuzzCache {
         }
       const auto k_new = bhld(static_cast<const float*>(k_rows.data()), c.batch, c.kv_heads, longest, c.head_dim);
       const auto v_new = bhld(static_cast<const float*>(v_rows.data()), c.batch, c.kv_heads, longest, c.value_dim);
+      // Either every sequence takes `longest` rows, or (ragged) each its own length's worth,
+      // the slots past it never written (still poisoned).
+      std::vector<index_t> counts;
+      for (index_t length : c.lengths) counts.push_back(std::min(length, c.capacity));
+      const auto fill = [&](const auto& cache) {
+        if (c.ragged_append) {
+          append(cache, k_new, v_new, std::span<const index_t>(counts));
+        } else {
+          append(cache, k_new, v_new);
+        }
+      };
       if (c.paged) {
-        append(paged_view(c, fill_table.data(), start), k_new, v_new);
+        fill(paged_view(c, fill_table.data(), start));
       } else {
-        append(contiguous(c, start), k_new, v_new);
+        fill(contiguous(c, start));
       }
       largest_key = largest_row(k_rows, c.head_dim) * 1.01;  // the cache's rounding: below 1% (8-bit)
       largest_value = 0;
       for (float x : v_rows) largest_value = std::max(largest_value, std::abs(static_cast<double>(x)) * 1.01);
       // Re-poison the slots past each sequence's length (not those of a shared page that the
       // other sequence still holds).
-      for (index_t b = 0; b < c.batch; ++b)
+      for (index_t b = 0; b < c.batch && !c.ragged_append; ++b)
         for (index_t t = c.lengths[static_cast<std::size_t>(b)]; t < longest; ++t) {
           if (c.paged && c.share_first_page && t < c.page_size && b <= 1) continue;
           for (index_t h = 0; h < c.kv_heads; ++h) {
@@ -242,8 +258,12 @@ void run_case(const DecodeCase& c, const P& pattern, bool decodable) {
   for (std::size_t i = 0; i < out.size(); ++i) got[i] = static_cast<double>(widen(out[i]));
   for (std::size_t i = 0; i < lse.size(); ++i) got_lse[i] = lse[i];
   const double sigma = c.options.scale.value_or(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  // Score modifiers round at the size of the cap (a few ulp of a tanh) and of ALiBi's penalty.
+  double penalty = 0;
+  for (double slope : c.options.alibi_slopes) penalty = std::max(penalty, std::abs(slope));
+  const double modified = 4 * c.options.softcap + penalty * static_cast<double>(c.capacity);
   SoftmaxTolerance tolerance = softmax_tolerance<float>(std::max(cache.largest_value, 1e-300),
-                                                        std::abs(sigma) * largest_query * cache.largest_key,
+                                                        std::abs(sigma) * largest_query * cache.largest_key + modified,
                                                         static_cast<double>(c.head_dim), 0.0);
   tolerance.out.rtol += testing::output_rounding<Out>();
   tolerance.out.atol += testing::output_subnormal_rounding<Out>();
@@ -339,6 +359,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   c.options.threads = in.flag() ? 2 : 0;
   if (in.flag()) c.options.scale = static_cast<double>(in.in_range(1, 16)) / 8;
   c.with_lse = in.flag();
+  c.ragged_append = in.flag();
+  // Score modifiers (SPEC.md section 14): softcap off, 1/2 or 4; ALiBi's slopes, or 16x steeper.
+  c.options.softcap = in.flag() ? (in.flag() ? 0.5 : 4.0) : 0.0;
+  if (in.flag() && c.q_heads > 0) {
+    c.options.alibi_slopes = alibi_slopes(c.q_heads);
+    if (in.flag())
+      for (double& slope : c.options.alibi_slopes) slope *= 16;
+  }
   c.seed = in.seed();
 
   // The pattern, decoded for the square shape of the capacity: every registered kind (those
@@ -350,12 +378,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
        << (c.share_first_page ? " shared" : "") << " B " << c.batch << " Hq " << c.q_heads << " Hk " << c.kv_heads
        << " cap " << c.capacity << " D " << c.head_dim << " Dv " << c.value_dim << " Lq " << c.q_len << " lengths";
   for (index_t length : c.lengths) text << " " << length;
-  text << " threads " << c.options.threads << " seed " << c.seed;
+  text << " threads " << c.options.threads << (c.ragged_append ? " ragged append" : "") << " softcap "
+       << c.options.softcap << " alibi slopes " << c.options.alibi_slopes.size() << " seed " << c.seed;
   try {
     if (choice == static_cast<index_t>(fuzz_kinds().size())) {
-      const Union pattern{SlidingWindow::causal(in.in_range(0, 64)), Global(decode_tokens(in, 8))};
-      c.text = "StreamingLLM " + text.str();
-      run_types(in, c, pattern, true, cache_type);
+      if (in.flag()) {
+        const SlidingWindow pattern = SlidingWindow::streaming(in.in_range(0, 64), in.in_range(0, 8));
+        c.text = "StreamingLLM " + text.str();
+        run_types(in, c, pattern, true, cache_type);
+      } else {
+        const Union pattern{SlidingWindow::causal(in.in_range(0, 64)), Global(decode_tokens(in, 8))};
+        c.text = "causal window and global tokens " + text.str();
+        run_types(in, c, pattern, true, cache_type);
+      }
     } else {
       // Every registered kind through the AnyKind variant (as a Schedule layer): the decodable
       // ones run, the others must be refused at run time.

@@ -19,6 +19,7 @@
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/rng.hpp"
 #include "attnkit/core/rpe_bias.hpp"
+#include "attnkit/core/score_modifiers.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/pattern/big_bird.hpp"
@@ -324,6 +325,7 @@ struct FuzzKind {
   std::string name;  // the registered name, "Full causal" for Full's variant 1
   KindHints hints;   // for the shape
   bool key_padding;  // takes Options::key_lengths (KeyPaddedPattern)
+  bool modifiable;   // takes score modifiers (Options::softcap, alibi_slopes): the mask kinds
   AnyKind (*decode)(ByteReader& in, const AttentionShape& s, index_t variant);
   index_t variant;
 };
@@ -339,7 +341,7 @@ inline const std::vector<FuzzKind>& fuzz_kinds() {
         if constexpr (std::is_same_v<P, Full>) {
           if (variant == 1) name += " causal";
         }
-        all.push_back(FuzzKind{name, kHints<P>, KeyPaddedPattern<P>,
+        all.push_back(FuzzKind{name, kHints<P>, KeyPaddedPattern<P>, MaskedPattern<P>,
                                [](ByteReader& in, const AttentionShape& s, index_t v) -> AnyKind {
                                  return decode(in, std::type_identity<P>{}, s, v);
                                },
@@ -358,8 +360,11 @@ inline Placement decode_placement(ByteReader& in, index_t& pad) {
   return static_cast<Placement>(in.in_range(0, 3));
 }
 
-/// Options: scale (unset, 1, 0, 1/4 or 3; rarely NaN or infinite), threads (0 to 3; rarely -1)
-/// and key lengths (for Linformer usually, each in [0, Lk]; rarely for others or out of range).
+/// Options: scale (unset, 1, 0, 1/4 or 3; rarely NaN or infinite), threads (0 to 3; rarely -1),
+/// key lengths (for Linformer usually, each in [0, Lk]; rarely for others or out of range) and,
+/// for the mask kinds only (the others draw no bytes for them, so the committed inputs of those
+/// kinds decode as before), score modifiers: softcap off, 1/2, 4 or 30 (rarely -1 or NaN),
+/// ALiBi's standard slopes or 16 times steeper (rarely one slope too many).
 inline Options decode_options(ByteReader& in, const FuzzKind& kind, const AttentionShape& s) {
   Options options;
   switch (in.in_range(0, 5)) {
@@ -382,6 +387,17 @@ inline Options decode_options(ByteReader& in, const FuzzKind& kind, const Attent
         options.scale = in.flag() ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
   }
   options.threads = in.rare() ? -1 : static_cast<int>(in.in_range(0, 3));
+  if (kind.modifiable) {
+    constexpr double kCaps[] = {0.0, 0.5, 4.0, 30.0};
+    options.softcap = kCaps[in.in_range(0, 3)];
+    if (in.rare()) options.softcap = in.flag() ? -1.0 : std::numeric_limits<double>::quiet_NaN();
+    if (in.flag() && s.q_heads > 0) {
+      options.alibi_slopes = alibi_slopes(s.q_heads);
+      if (in.flag())
+        for (double& slope : options.alibi_slopes) slope *= 16;
+      if (in.rare()) options.alibi_slopes.push_back(0.5);
+    }
+  }
   if ((kind.key_padding && in.flag()) || in.rare()) {
     for (index_t b = 0; b < std::max<index_t>(s.batch, 0) + (in.rare() ? 1 : 0); ++b) {
       options.key_lengths.push_back(in.rare() ? std::max<index_t>(s.kv_len, 0) + 1

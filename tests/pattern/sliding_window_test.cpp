@@ -52,11 +52,11 @@ TEST(SlidingWindowMask, SinksAreCausalEvenBelowTheSinkCount) {
   // StreamingLLM: 2 sinks, 1 past key. Rows 0 and 1 sit below the sink count and still see
   // no later key; row 4 sees the sinks 0, 1 and its band 3, 4.
   EXPECT_EQ(mask_of(SlidingWindow::streaming(1, 2), 6, 6), (Rows{{1, 0, 0, 0, 0, 0},
-                                                                  {1, 1, 0, 0, 0, 0},
-                                                                  {1, 1, 1, 0, 0, 0},
-                                                                  {1, 1, 1, 1, 0, 0},
-                                                                  {1, 1, 0, 1, 1, 0},
-                                                                  {1, 1, 0, 0, 1, 1}}));
+                                                                 {1, 1, 0, 0, 0, 0},
+                                                                 {1, 1, 1, 0, 0, 0},
+                                                                 {1, 1, 1, 1, 0, 0},
+                                                                 {1, 1, 0, 1, 1, 0},
+                                                                 {1, 1, 0, 0, 1, 1}}));
   // Rows past the keys keep the sinks only (query i aligned with key i).
   EXPECT_EQ(mask_of(SlidingWindow::streaming(0, 1), 4, 2), (Rows{{1, 0}, {1, 1}, {1, 0}, {1, 0}}));
   // More sinks than keys: every key up to the row, as full causal attention.

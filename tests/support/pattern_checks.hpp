@@ -18,15 +18,16 @@
 namespace attnkit::testing {
 
 /// attnkit::attention against reference::attention for one pattern, shape and input set, with
-/// the tolerances of SPEC.md section 11 (output and log-sum-exp).
+/// the tolerances of SPEC.md section 11 (output and log-sum-exp), with the same options on
+/// both sides (score modifiers, scale).
 template <class T, MaskedPattern P>
 void expect_matches_reference(const P& pattern, const AttentionShape& s, InputSet set, std::uint64_t seed,
-                              Layout layout = Layout::kBHLD) {
+                              Layout layout = Layout::kBHLD, const Options& options = {}) {
   const Problem<T> p = make_problem<T>(s, set, seed, layout);
   Tensor<T> out(s.batch, s.q_heads, s.q_len, s.value_dim, layout), ref = out;
   Tensor<T> lse(s.batch, s.q_heads, s.q_len, 1, Layout::kBHLD), ref_lse = lse;
-  attention(pattern, p.q.cview(), p.k.cview(), p.v.cview(), out.view, lse.view);
-  reference::attention(pattern, p.q.cview(), p.k.cview(), p.v.cview(), ref.view, ref_lse.view);
+  attention(pattern, p.q.cview(), p.k.cview(), p.v.cview(), out.view, lse.view, options);
+  reference::attention(pattern, p.q.cview(), p.k.cview(), p.v.cview(), ref.view, ref_lse.view, options);
   const double v_max = std::max(max_abs(p.v), 1e-30);
 
   if constexpr (std::is_same_v<T, float>) {
@@ -35,7 +36,7 @@ void expect_matches_reference(const P& pattern, const AttentionShape& s, InputSe
     // logits happened to round badly), and elementwise atol = 2e-5 max|V|, rtol = 1e-4.
     Tensor<T> naive = out;
     reference::detail::dense_attention<float, float>(pattern, p.q.cview(), p.k.cview(), p.v.cview(), naive.view,
-                                                     nullptr, Options{});
+                                                     nullptr, options);
     const double kernel_error = rms_difference(out, ref);
     const double naive_error = rms_difference(naive, ref);
     if (set != InputSet::kOffset) {

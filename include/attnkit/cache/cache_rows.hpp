@@ -75,14 +75,26 @@ CacheShape validate_cache_views(const char* k_name, const TensorView<E>& k, cons
                     k.seq()};
 }
 
-/// Checks lengths[b] in [0, capacity] (`extra` tokens about to be appended count too).
-inline void validate_lengths(std::span<const index_t> lengths, index_t capacity, index_t extra) {
+/// Rows about to be appended to each sequence: the same count for all, or one per sequence
+/// (a ragged append; its size is checked by the caller).
+struct AppendedRows {
+  index_t uniform = 0;
+  std::span<const index_t> counts = {};
+
+  AppendedRows(index_t rows = 0) : uniform(rows) {}  // NOLINT(google-explicit-constructor): a count
+  explicit AppendedRows(std::span<const index_t> per_sequence) : counts(per_sequence) {}
+  index_t of(std::size_t b) const { return counts.empty() ? uniform : counts[b]; }
+};
+
+/// Checks lengths[b] in [0, capacity] (the `extra` rows about to be appended count too).
+inline void validate_lengths(std::span<const index_t> lengths, index_t capacity, const AppendedRows& extra) {
   for (std::size_t b = 0; b < lengths.size(); ++b) {
-    if (lengths[b] < 0 || lengths[b] > capacity - extra) {
-      const std::string rule = extra == 0 ? "must lie in [0, capacity = " + std::to_string(capacity) + "]"
-                                          : "plus the " + std::to_string(extra) +
-                                                " appended rows must not exceed the capacity " +
-                                                std::to_string(capacity) + " (the cache is full)";
+    const index_t rows = extra.of(b);
+    if (lengths[b] < 0 || lengths[b] > capacity - rows) {
+      const std::string rule = rows == 0 ? "must lie in [0, capacity = " + std::to_string(capacity) + "]"
+                                         : "plus the " + std::to_string(rows) +
+                                               " appended rows must not exceed the capacity " +
+                                               std::to_string(capacity) + " (the cache is full)";
       reject("cache.lengths[" + std::to_string(b) + "]", lengths[b], rule);
     }
   }
@@ -90,7 +102,7 @@ inline void validate_lengths(std::span<const index_t> lengths, index_t capacity,
 
 /// A contiguous cache: views, lengths (plus `extra` rows about to be appended).
 template <CacheElement E>
-CacheShape validate_cache(const KvCache<E>& cache, index_t extra = 0) {
+CacheShape validate_cache(const KvCache<E>& cache, const AppendedRows& extra = {}) {
   CacheShape shape = validate_cache_views("cache.k", cache.k, "cache.v", cache.v);
   if (static_cast<index_t>(cache.lengths.size()) != shape.batch) {
     reject("cache.lengths.size()", cache.lengths.size(),
@@ -103,7 +115,7 @@ CacheShape validate_cache(const KvCache<E>& cache, index_t extra = 0) {
 /// A paged cache: views, block table, lengths (plus `extra` rows about to be appended) and the
 /// table entries of every page those tokens occupy.
 template <CacheElement E>
-CacheShape validate_cache(const PagedKvCache<E>& cache, index_t extra = 0) {
+CacheShape validate_cache(const PagedKvCache<E>& cache, const AppendedRows& extra = {}) {
   const CacheShape pages = validate_cache_views("cache.k_pages", cache.k_pages, "cache.v_pages", cache.v_pages);
   const PageTable& table = cache.block_table;
   const index_t batch = static_cast<index_t>(cache.lengths.size());
@@ -126,7 +138,10 @@ CacheShape validate_cache(const PagedKvCache<E>& cache, index_t extra = 0) {
   }
   validate_lengths(cache.lengths, shape.capacity, extra);
   for (index_t b = 0; b < batch; ++b) {
-    const index_t used = page_size == 0 ? 0 : ceil_div(cache.lengths[static_cast<std::size_t>(b)] + extra, page_size);
+    const index_t used =
+        page_size == 0
+            ? 0
+            : ceil_div(cache.lengths[static_cast<std::size_t>(b)] + extra.of(static_cast<std::size_t>(b)), page_size);
     if (used > 0 && table.data == nullptr) {
       reject("cache.block_table.data", "nullptr", "must not be null while a sequence holds tokens");
     }

@@ -6,6 +6,7 @@
 
 #include "attnkit/core/half.hpp"
 #include "attnkit/core/index.hpp"
+#include "attnkit/core/score_modifiers.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/core/tensor_view.hpp"
 
@@ -30,6 +31,8 @@ using compute_type_t = std::conditional_t<std::is_same_v<E, double>, double, flo
 /// kernels read them; T outputs narrow to Output as rows are finished.
 /// key_lengths: empty, or one valid key count per batch element (keys at or past it are
 /// padding, Options::key_lengths); it views the caller's Options, which outlive the call.
+/// modifiers: soft-capping and ALiBi (Options::softcap, Options::alibi_slopes), applied by the
+/// tiled driver; derived calls leave them off.
 template <class T, class Input = T, class Output = Input, class KeyValue = Input>
 struct AttentionCall {
   using value_type = T;
@@ -45,6 +48,7 @@ struct AttentionCall {
   T scale;                                    // sigma of SPEC.md section 0
   int threads;                                // resolved thread count
   std::span<const index_t> key_lengths = {};  // empty: no key padding
+  ScoreModifiers modifiers = {};              // off unless the caller's Options turn them on
 };
 
 namespace detail {

@@ -24,6 +24,17 @@ struct Options {
   /// that declare KeyPaddedPattern accept it (Linformer: padded K/V rows count as zero rows
   /// in the projection, SPEC.md section 8); others throw attnkit::invalid_argument.
   std::vector<index_t> key_lengths = {};
+
+  /// Logit soft-capping (Gemma 2, SPEC.md section 14): each attended score s becomes
+  /// softcap * tanh(s / softcap). 0 is off; otherwise finite and > 0.
+  double softcap = 0;
+
+  /// ALiBi (Press et al. 2022, SPEC.md section 14): empty (off), or one slope per query head
+  /// (Hq, also under grouped-query attention); each attended score loses m_h |p - j| for query
+  /// position p and key j (attnkit::alibi_slopes(Hq) gives the standard slopes). After the cap.
+  /// Both modifiers apply to the kinds the tiled driver runs (every mask kind and combination),
+  /// in prefill and over caches; Linformer, LSH, kernelized RPE and global projections reject them.
+  std::vector<double> alibi_slopes = {};
 };
 
 }  // namespace attnkit

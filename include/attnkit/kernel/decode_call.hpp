@@ -7,6 +7,7 @@
 
 #include "attnkit/cache/cache_rows.hpp"
 #include "attnkit/core/index.hpp"
+#include "attnkit/core/score_modifiers.hpp"
 #include "attnkit/core/shape.hpp"
 
 namespace attnkit::kernel {
@@ -44,13 +45,15 @@ struct DecodeGeometry {
 /// the cache's rows, and every query row widened to float and scaled by sigma log2(e) (base-2
 /// scores, as the tiled driver's), row_id(b, h, i) at queries + row_id * query_stride, zero
 /// from D up to query_stride (a multiple of the vector width). The queries' and the output's
-/// element types stay out of it, so the kernels are compiled once per cache type.
+/// element types stay out of it, so the kernels are compiled once per cache type. modifiers:
+/// the score modifiers of SPEC.md section 14 (off by default).
 template <class E>
 struct DecodeCall {
   DecodeGeometry geometry;
   attnkit::detail::CacheRows<const E> cache;
   const float* queries;
   index_t query_stride;
+  ScoreModifiers modifiers = {};
 };
 
 /// The kv heads of one work item, [first, first + count): one, or all of them when the heads'

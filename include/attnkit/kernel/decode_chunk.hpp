@@ -302,6 +302,17 @@ template <class E>
           simd::key_dots(queries, call.query_stride, group_rows, call.cache.key(b, heads.first + h, c0),
                          call.cache.key_stride(), c1 - c0, head_dim, head_scores(h) + (c0 - j0), score_stride, ahead);
         });
+    if (call.modifiers.active()) {
+      // Soft-capping and ALiBi on the scores read (the runs), before the exclusions below.
+      for (index_t r = 0; r < rows; ++r) {
+        if (coverage[static_cast<std::size_t>(r)] == BlockCoverage::kNone) continue;
+        const index_t head = (heads.first + r / group_rows) * group + r % group_rows / q_len;
+        const index_t position = sequence_end - q_len + r % group_rows % q_len;
+        float* row = work.scores + softmax_row(r) * score_stride;
+        for (const KeyRange& run : runs)
+          modify_score_run(call.modifiers, row + (run.begin - j0), run.end - run.begin, head, position, run.begin);
+      }
+    }
     for (index_t r = 0; r < rows; ++r) {
       float* row = work.scores + softmax_row(r) * score_stride;
       const BlockCoverage cover = coverage[static_cast<std::size_t>(r)];

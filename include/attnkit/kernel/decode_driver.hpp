@@ -99,14 +99,14 @@ inline DecodeItems decode_items(const DecodeGeometry& call, const DecodeSpans& s
 
 /// Runs a validated decode call of q [B, Hq, Lq, D] (element type Q) against the cache's rows
 /// (E) into out [B, Hq, Lq, Dv] (Out) and lse [B, Hq, Lq, 1] (or null), scores scaled by
-/// `scale`, in one parallel region of `threads`: the query rows widened and scaled once, each
+/// `scale` and changed by `modifiers`, in one parallel region of `threads`: the query rows widened and scaled once, each
 /// item's partial results (decode_chunk, compiled once per cache type) written to its own
 /// slot, then per (sequence, kv head) the slots merged in chunk order (kernel::merge_partial),
 /// narrowed into out, lse into lse.
 template <class Q, class E, class Out>
 void run_decode(const DecodeGeometry& geometry, const attnkit::detail::CacheRows<const E>& cache,
                 const TensorView<const Q>& q, const TensorView<Out>& out, const TensorView<float>* lse, float scale,
-                int threads, const DecodeSpans& spans) {
+                const ScoreModifiers& modifiers, int threads, const DecodeSpans& spans) {
   const index_t rows = geometry.group_rows(), value_dim = geometry.value_dim, head_dim = geometry.head_dim;
   const index_t heads_per_item = cache.heads_share_pages() ? geometry.kv_heads : 1;
   const DecodeItems work = decode_items(geometry, spans, heads_per_item);
@@ -116,7 +116,7 @@ void run_decode(const DecodeGeometry& geometry, const attnkit::detail::CacheRows
   const index_t query_rows = geometry.batch * geometry.q_heads * geometry.q_len;
   float* queries = attnkit::detail::thread_scratch<struct DecodeCallQueriesTag, float>(
       std::max<index_t>(1, query_rows * query_stride));
-  const DecodeCall<E> call{geometry, cache, queries, query_stride};
+  const DecodeCall<E> call{geometry, cache, queries, query_stride, modifiers};
   const float q_scale = scale * kLog2e<float>;
 
   // Slot of item k: [item rows x Dv] partial rows, then [item rows] lse; item rows are the
@@ -125,6 +125,7 @@ void run_decode(const DecodeGeometry& geometry, const attnkit::detail::CacheRows
   float* partials = attnkit::detail::thread_scratch<struct DecodePartialsTag, float>(
       std::max<index_t>(1, static_cast<index_t>(work.items.size()) * slot));
   parallel::parallel_region(threads, [&](parallel::Team& team) {
+    const parallel::FlushToZero flush;  // subnormal weights cost assists (parallel/team.hpp)
     team.for_each_static(query_rows, [&](index_t id) {
       const index_t i = id % geometry.q_len, h = id / geometry.q_len % geometry.q_heads;
       const index_t b = id / (geometry.q_len * geometry.q_heads);

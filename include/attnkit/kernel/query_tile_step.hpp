@@ -19,6 +19,7 @@
 #include "attnkit/kernel/online_softmax.hpp"
 #include "attnkit/simd/batch.hpp"
 #include "attnkit/simd/convert.hpp"
+#include "attnkit/simd/score_modifiers.hpp"
 #include "attnkit/simd/score_tile.hpp"
 #include "attnkit/simd/value_accumulate.hpp"
 
@@ -40,6 +41,40 @@ bool biases_tile(const Plan& plan, const KeyTile& tile) {
     return tile.needs_mask || bias_scope(plan) == BiasScope::kEveryTile;
   } else {
     return false;
+  }
+}
+
+/// Applies score modifiers (SPEC.md section 14) to n base-2 scores of consecutive keys
+/// first_key .. first_key + n - 1 for a query of head h at `position`: soft-capping first, then
+/// ALiBi's distance penalty. Used by the tiled driver and by decode.
+template <class T>
+void modify_score_run(const ScoreModifiers& modifiers, T* row, index_t n, index_t h, index_t position,
+                      index_t first_key) {
+  if (modifiers.softcap > 0) simd::soft_cap(row, n, static_cast<T>(modifiers.softcap * kLog2e<double>));
+  if (modifiers.slopes.empty()) return;
+  const T slope = static_cast<T>(modifiers.slopes[static_cast<std::size_t>(h)] * kLog2e<double>);
+  simd::subtract_distance(row, n, slope, position - first_key);
+}
+
+/// The call's score modifiers on one row of a key tile's base-2 scores: `row` holds keys at
+/// plan positions [tile.begin, tile.end) for query row `query_row` of head h, at position
+/// query_row + Lk - Lq. A ReorderingPlan's keys are not consecutive rows (Dilated's residue
+/// classes), so ALiBi finds each key's row through the plan.
+template <class Call, KeyTilePlan Plan, class T = typename Call::value_type>
+void modify_scores(const Call& call, const Plan& plan, index_t h, index_t query_row, const KeyTile& tile, T* row) {
+  const ScoreModifiers& modifiers = call.modifiers;
+  const index_t keys = tile.end - tile.begin;
+  const index_t position = query_row + call.shape.kv_len - call.shape.q_len;
+  if constexpr (ReorderingPlan<Plan>) {
+    modify_score_run(ScoreModifiers{modifiers.softcap, {}}, row, keys, h, position, tile.begin);
+    if (modifiers.slopes.empty()) return;
+    const T slope = static_cast<T>(modifiers.slopes[static_cast<std::size_t>(h)] * kLog2e<double>);
+    for (index_t c = 0; c < keys; ++c) {
+      const index_t key = attnkit::key_row(plan, h, tile.begin + c);
+      row[c] -= slope * static_cast<T>(position > key ? position - key : key - position);
+    }
+  } else {
+    modify_score_run(modifiers, row, keys, h, position, tile.begin);
   }
 }
 
@@ -113,7 +148,8 @@ index_t load_queries(const Call& call, const Plan& plan, const CallPanels<Call>&
 }
 
 /// Step 2, scores with mask and bias, for the key tiles gathered in work.segments (one score
-/// tile of `columns` columns): S = Q K^T per segment, then for each row the plan's exclusion
+/// tile of `columns` columns): S = Q K^T per segment, then for each row the call's score
+/// modifiers (on every score: excluded ones are overwritten next), the plan's exclusion
 /// on tiles that need a mask and its score bias (BiasedPlan) on the tiles the bias policy
 /// names (its bias_scope: masked tiles, or every tile), -inf in each segment's padding
 /// columns; then the online softmax absorbs the tile and accumulates P V. Clears the segments.
@@ -133,9 +169,10 @@ void score_segments(const Call& call, const Plan& plan, const TileShape& tiles, 
     const index_t keys = tile.end - tile.begin;
     simd::score_tile(work.queries, head_dim, panels.key_panel(panel) + (tile.begin - panel * tiles.key_rows),
                      tiles.key_rows, padded_rows, keys, scores + segment.column, score_stride);
-    const bool biased = biases_tile(plan, tile);
+    const bool biased = biases_tile(plan, tile), modified = call.modifiers.active();
     for (index_t r = 0; r < rows; ++r) {
       T* row = scores + r * score_stride + segment.column;
+      if (modified) modify_scores(call, plan, h, work.query_rows[static_cast<std::size_t>(r)], tile, row);
       if (tile.needs_mask) plan.exclude(h, q_begin + r, tile, row);
       if constexpr (BiasedPlan<Plan>) {
         if (biased) plan.add_bias(h, q_begin + r, tile, row, kLog2e<T>);

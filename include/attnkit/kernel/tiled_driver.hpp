@@ -150,6 +150,7 @@ class TiledPass {
         tile_work_(static_cast<std::size_t>(call.shape.q_heads * query_tiles_)) {}
 
   void run(parallel::Team& team) {
+    const parallel::FlushToZero flush;  // subnormal weights cost assists (parallel/team.hpp)
     const AttentionShape& shape = call_.shape;
     if (shape.batch == 0 || shape.q_heads == 0 || query_positions_ == 0) return;
     QueryTileWorkspace<T> work(shape, tiles_, panels_.value_stride());

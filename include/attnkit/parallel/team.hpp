@@ -10,6 +10,9 @@
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 namespace attnkit::parallel {
 
@@ -108,6 +111,34 @@ class Team {
 
  private:
   bool in_own_region_;
+};
+
+/// Flush-to-zero on the calling thread while it lives (the FTZ bit of SSE's MXCSR, restored as
+/// it was by the destructor). An arithmetic result below the smallest normal number becomes 0
+/// (float: 2^-126, about 1.2e-38) instead of a subnormal, which x86 cores compute in a
+/// microcode assist of ~100 cycles. The softmax executors (the tiled driver's pass, decode) set
+/// it on every thread of their region: weights of scores far below a row's max underflow
+/// there, and with ALiBi's distance penalties full attention ran 12% slower without it on an
+/// Intel Xeon (docs/notes/serving-modifiers.md), while a weight below 2^-126 of the row's
+/// largest changes nothing that SPEC.md's tolerances see. Kernelized RPE does not: its
+/// denominators may be legitimately subnormal. Subnormal inputs are still read as they are (no
+/// DAZ), and every thread sets it, so results keep their bits across thread counts.
+class FlushToZero {
+ public:
+#if defined(__SSE__)
+  FlushToZero() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | kFlushToZero); }
+  ~FlushToZero() { _mm_setcsr(saved_); }
+
+ private:
+  static constexpr unsigned kFlushToZero = 0x8000;
+  unsigned saved_;
+#else
+  FlushToZero() = default;
+#endif
+
+ public:
+  FlushToZero(const FlushToZero&) = delete;
+  FlushToZero& operator=(const FlushToZero&) = delete;
 };
 
 /// Runs body(Team&) on `threads` threads (one thread: no region is opened).

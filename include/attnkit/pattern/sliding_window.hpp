@@ -153,9 +153,9 @@ class SlidingWindow {
 
   /// Pairs per head: band_pairs(Lq, Lk, left, right) plus the sinks outside the bands.
   PatternCost cost(const AttentionShape& shape) const {
-    return softmax_cost(band_pairs(shape.q_len, shape.kv_len, left_, right_) +
-                            sink_pairs(shape.q_len, shape.kv_len, left_, sinks_),
-                        shape);
+    return softmax_cost(
+        band_pairs(shape.q_len, shape.kv_len, left_, right_) + sink_pairs(shape.q_len, shape.kv_len, left_, sinks_),
+        shape);
   }
 
   /// Sink keys outside the bands, summed over rows 0 .. rows - 1 in O(1): row i has

@@ -42,6 +42,10 @@ void evaluate(const P& pattern, const TensorView<const T>& q, const TensorView<c
   if constexpr (MaskedPattern<P>) {
     dense_attention<Acc, T>(pattern, q, k, v, out, lse, options);
   } else {
+    if (options.softcap != 0 || !options.alibi_slopes.empty()) {
+      attnkit::detail::reject("options.softcap", options.softcap,
+                              "score modifiers (softcap, alibi_slopes) apply to mask kinds only (SPEC.md section 14)");
+    }
     OwnReference<P>::template evaluate<Acc, T>(pattern, q, k, v, out, lse, options);
   }
 }

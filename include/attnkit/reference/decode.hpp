@@ -16,6 +16,7 @@
 #include "attnkit/core/half.hpp"
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/q8_block.hpp"
+#include "attnkit/core/score_modifiers.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/core/validate.hpp"
 #include "attnkit/decode.hpp"
@@ -58,7 +59,7 @@ using SequenceMasks = std::function<SequenceMask(index_t length)>;
 template <AnyKvCache Cache>
 void decode_rows(const SequenceMasks& masks_of, const TensorView<const double>& q, const Cache& cache,
                  const attnkit::detail::CacheShape& shape, const TensorView<double>& out, const TensorView<double>* lse,
-                 double sigma) {
+                 double sigma, const ScoreModifiers& modifiers) {
   using E = cache_element_t<Cache>;
   const index_t group = q.heads() / shape.kv_heads;
   for (index_t b = 0; b < q.batch(); ++b) {
@@ -76,8 +77,9 @@ void decode_rows(const SequenceMasks& masks_of, const TensorView<const double>& 
             const E* key = token_row(cache, false, b, h / group, j);
             double dot = 0;
             for (index_t d = 0; d < shape.head_dim; ++d) dot += q(b, h, i, d) * cache_value(key, d);
+            const double logit = modifiers.apply(sigma * dot, h, position, j);  // SPEC.md section 14
             for (int m = 0; m < mu; ++m) {
-              logits.push_back(sigma * dot);
+              logits.push_back(logit);
               keys.push_back(j);
             }
           }
@@ -122,7 +124,8 @@ void decode_in_double(const P& pattern, const TensorView<const Q>& q, const Cach
     };
   };
   decode_rows(masks_of, TensorView<const double>(q64), cache, shape, out, lse,
-              attnkit::detail::resolve_scale(options, shape.head_dim));
+              attnkit::detail::resolve_scale(options, shape.head_dim),
+              attnkit::detail::validate_score_modifiers(options.softcap, options.alibi_slopes, q.heads()));
 }
 
 }  // namespace detail

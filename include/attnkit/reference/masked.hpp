@@ -8,6 +8,7 @@
 
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/options.hpp"
+#include "attnkit/core/score_modifiers.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/core/validate.hpp"
 
@@ -17,16 +18,17 @@ namespace detail {
 /// Row by row, accumulating in `Acc` (double for the reference; the tests also instantiate
 /// Acc = float as the naive same-precision yardstick of SPEC.md section 11), straight from
 /// the definition, for any AttentionMask `mask` of `shape`:
-///   s_ij = sigma <q_i, k_j> (+ mask.bias(h, i, j) when the mask has one: LSH's self penalty),  Z_i = sum_j mu_ij
-///   exp(s_ij - M_i),  o_i = sum_j mu_ij exp(s_ij - M_i) v_j / Z_i, lse_i = M_i + log Z_i,  M_i = max over attended j
-///   of s_ij (any finite shift gives the
+///   s_ij = sigma <q_i, k_j>, then the score modifiers of SPEC.md section 14 in double (query
+///   row i at position i + Lk - Lq) (+ mask.bias(h, i, j) when the mask has one: LSH's self penalty),  Z_i = sum_j
+///   mu_ij exp(s_ij - M_i),  o_i = sum_j mu_ij exp(s_ij - M_i) v_j / Z_i, lse_i = M_i + log Z_i,  M_i = max over
+///   attended j of s_ij (any finite shift gives the
 /// same o_i; the max avoids overflow). Keys with mu_ij = 0 are never read. O(Lq Lk (D + Dv))
 /// time, O(Lk + Dv) extra memory (one row of multiplicities and logits, one accumulator). K and V may hold
 /// another type than Q (Linformer's reference passes its projections in Acc).
 template <class Acc, class T, class KV, AttentionMask M>
 void masked_softmax_rows(const M& mask, const AttentionShape& shape, Acc sigma, const TensorView<const T>& q,
                          const TensorView<const KV>& k, const TensorView<const KV>& v, const TensorView<T>& out,
-                         const TensorView<T>* lse) {
+                         const TensorView<T>* lse, const ScoreModifiers& modifiers = {}) {
   const index_t group = shape.group_size();
   std::vector<int> multiplicities(static_cast<std::size_t>(shape.kv_len));
   std::vector<Acc> logits(static_cast<std::size_t>(shape.kv_len));
@@ -46,6 +48,9 @@ void masked_softmax_rows(const M& mask, const AttentionShape& shape, Acc sigma, 
           Acc dot = 0;
           for (index_t d = 0; d < shape.head_dim; ++d) dot += static_cast<Acc>(qi[d]) * static_cast<Acc>(kj[d]);
           Acc logit = sigma * dot;
+          if (modifiers.active()) {
+            logit = static_cast<Acc>(modifiers.apply(static_cast<double>(logit), h, i + shape.kv_len - shape.q_len, j));
+          }
           if constexpr (requires { mask.bias(h, i, j); }) logit += static_cast<Acc>(mask.bias(h, i, j));
           logits[static_cast<std::size_t>(j)] = logit;
           max_logit = attended_any ? std::max(max_logit, logit) : logit;
@@ -82,8 +87,10 @@ void dense_attention(const P& pattern, const TensorView<const T>& q, const Tenso
                      const Options& options) {
   const AttentionShape shape = attnkit::detail::validate_call<T>(q, k, v, out, lse, options);
   attnkit::detail::validate_key_lengths(false, options, shape);
+  const ScoreModifiers modifiers =
+      attnkit::detail::validate_score_modifiers(options.softcap, options.alibi_slopes, shape.q_heads);
   masked_softmax_rows<Acc>(pattern.mask(shape), shape, static_cast<Acc>(attnkit::detail::resolve_scale(options, shape)),
-                           q, k, v, out, lse);
+                           q, k, v, out, lse, modifiers);
 }
 
 }  // namespace detail
