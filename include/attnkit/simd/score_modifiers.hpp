@@ -15,19 +15,29 @@ namespace attnkit::simd {
 
 namespace detail {
 
-/// 2^n for integral n in [0, 64) held in a float lane.
+/// t rounded to the nearest integer n (ties to even) and 2^n, for t in [0, 64] or NaN (then
+/// n is NaN and 2^n unspecified, with no float-to-integer conversion of it).
 template <class T>
-Batch<T> power_of_two(const Batch<T>& n) {
+struct RoundedPower {
+  Batch<T> n, power;
+};
+template <class T>
+RoundedPower<T> rounded_power_of_two(const Batch<T>& t) {
 #if defined(__AVX512F__)
-  if constexpr (sizeof(Batch<T>) == 64 && std::is_same_v<T, float>)
-    return Batch<T>(_mm512_scalef_ps(Batch<T>(T(1)), n));
-  if constexpr (sizeof(Batch<T>) == 64 && std::is_same_v<T, double>)
-    return Batch<T>(_mm512_scalef_pd(Batch<T>(T(1)), n));
+  if constexpr (sizeof(Batch<T>) == 64) {
+    const Batch<T> n = xsimd::nearbyint(t);
+    if constexpr (std::is_same_v<T, float>) return {n, Batch<T>(_mm512_scalef_ps(Batch<T>(T(1)), n))};
+    if constexpr (std::is_same_v<T, double>) return {n, Batch<T>(_mm512_scalef_pd(Batch<T>(T(1)), n))};
+  }
 #endif
+  // exp2's trick: t + 1.5 2^m holds n in its low mantissa bits.
   using Bits = FloatBits<T>;
   using IntBatch = xsimd::batch<typename Bits::Int>;
-  const IntBatch exponent = (xsimd::batch_cast<typename Bits::Int>(n) + IntBatch(Bits::kBias)) << Bits::kMantissaBits;
-  return xsimd::bitwise_cast<Batch<T>>(exponent);
+  const Batch<T> shifted = t + Batch<T>(Bits::kRoundingShift);
+  const IntBatch n_bits =
+      xsimd::bitwise_cast<IntBatch>(shifted) - xsimd::bitwise_cast<IntBatch>(Batch<T>(Bits::kRoundingShift));
+  return {shifted - Batch<T>(Bits::kRoundingShift),
+          xsimd::bitwise_cast<Batch<T>>((n_bits + IntBatch(Bits::kBias)) << Bits::kMantissaBits)};
 }
 
 /// Coefficients of q(f) = (2^f - 1) / f on [-1/2, 1/2], lowest first, so that 2^f - 1 = f q(f)
@@ -93,11 +103,10 @@ Batch<T> tanh_scaled(const Batch<T>& x, T doubled_log2e_over_c) {
   {
     t = xsimd::select(xsimd::isnan(t), t, xsimd::min(t, Batch<T>(kSaturation)));
   }
-  const Batch<T> n = xsimd::nearbyint(t);
+  const auto [n, power] = detail::rounded_power_of_two(t);
   const Batch<T> f = t - n;
   Batch<T> q(c[c.size() - 1]);
   for (std::size_t k = c.size() - 1; k-- > 0;) q = fma(q, f, Batch<T>(c[k]));
-  const Batch<T> power = detail::power_of_two(n);
   const Batch<T> e = fma(f * q, power, power - Batch<T>(T(1)));
   const Batch<T> magnitude = e * detail::reciprocal(e + Batch<T>(T(2)));
   return magnitude | (scaled & sign_bit);  // magnitude >= 0 (or NaN): the sign of x
