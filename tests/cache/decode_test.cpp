@@ -235,29 +235,6 @@ TEST(DecodeAppend, AppendThenAttendEqualsPrefill) {
   }
 }
 
-// A paged cache (work items of every kv head, read page by page) and a contiguous one (items of
-// one kv head) over the same values give the same bits: the chunks, their softmax blocks and
-// their merge do not depend on the layout (SPEC.md section 13). 8 kv heads of 4 query heads,
-// Lq = 2: 64 rows per paged item; lengths across several 2048-key chunks.
-TEST(DecodeLayouts, ContiguousAndPagedCachesGiveTheSameBits) {
-  const index_t batch = 2, kv_heads = 8, q_heads = 32, capacity = 5120, head_dim = 64, q_len = 2;
-  TestCache<float16> contiguous(batch, kv_heads, capacity, head_dim, head_dim, false, 16);
-  TestCache<float16> paged(batch, kv_heads, capacity, head_dim, head_dim, true, 16);
-  contiguous.fill(capacity, 33, {5000, 2100});
-  paged.fill(capacity, 33, {5000, 2100});
-  const std::vector<float> q = make_queries<float>(batch * q_heads * q_len * head_dim, 34);
-  const auto qv = bhld(q.data(), batch, q_heads, q_len, head_dim);
-  std::vector<float> a(q.size()), b(q.size()), a_lse(static_cast<std::size_t>(batch * q_heads * q_len)), b_lse = a_lse;
-  for (const auto& pattern : {SlidingWindow(SlidingWindow::kUnbounded, 0), SlidingWindow::streaming(3000, 4)}) {
-    attention(pattern, qv, contiguous.contiguous(), bhld(a.data(), batch, q_heads, q_len, head_dim),
-              bhld(a_lse.data(), batch, q_heads, q_len, 1));
-    attention(pattern, qv, paged.paged_view(), bhld(b.data(), batch, q_heads, q_len, head_dim),
-              bhld(b_lse.data(), batch, q_heads, q_len, 1));
-    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
-    EXPECT_EQ(std::memcmp(a_lse.data(), b_lse.data(), a_lse.size() * sizeof(float)), 0);
-  }
-}
-
 // StreamingLLM's sinks keep rows causal: over a 3-token prompt with 4 sinks, row 0 sees key 0
 // only (its output is v_0 exactly) and row 1 keys 0 and 1, where a Longformer global token
 // would let row 0 see keys 1 and 2.

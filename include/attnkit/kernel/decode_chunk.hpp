@@ -34,12 +34,13 @@ namespace attnkit::kernel {
 /// probe, every 256 rows at 0.92, every 1024 at 0.97 (docs/notes/decode-streaming.md,
 /// caches"); an item of one kv head's 4 rows (contiguous caches) takes its whole chunk as one
 /// block (2048 keys: float16, bfloat16 and 8-bit calls 1.05-1.13x those with blocks of 512 over
-/// memory, float 1.00-1.03x). Fewer keys when a kv head's group has many rows (Lq times the
-/// group size): each head's scores stay within kDecodeBlockScores floats. The block depends on
-/// one head's rows only, never on how many heads an item takes, so a paged cache (items of
-/// every kv head) and a contiguous one (items of one) cut a chunk at the same keys and give the
-/// same bits (SPEC.md section 13); with blocks from the item's rows (8 heads, 32 rows: 512 keys)
-/// they differed in the last bits.
+/// memory, float 1.00-1.03x). Fewer keys when the item has many rows: its scores stay within
+/// kDecodeBlockScores floats (an item of 8 kv heads, 32 rows: 512 keys; 2048 were not faster).
+/// So a paged cache (items of every kv head) and a contiguous [B, Hk, L, D] one (items of one)
+/// cut a chunk's softmax at different keys and differ in the last bits (SPEC.md section 13):
+/// blocks sized by one head's rows made paged float16 decode 4-8% slower at 131072 tokens
+/// (docs/notes/serving-modifiers.md), and blocks sized by every head's rows would make the
+/// contiguous one 5-13% slower (the 512-key figures above).
 inline constexpr index_t kDecodeBlockKeys = 2048;
 inline constexpr index_t kDecodeBlockScores = 16384;
 
@@ -61,8 +62,7 @@ index_t decode_prefetch_rows(index_t elements, index_t page_size) {
   return rows > page_size ? rows / page_size * page_size : rows;
 }
 
-/// The keys of a block for a kv head's group of padded_rows rows: a multiple of 64 in
-/// [64, kDecodeBlockKeys].
+/// The keys of a block for an item of padded_rows rows: a multiple of 64 in [64, kDecodeBlockKeys].
 inline index_t decode_block_keys(index_t padded_rows) {
   constexpr index_t kStep = 64;
   return std::clamp(kDecodeBlockScores / std::max<index_t>(padded_rows, 1) / kStep * kStep, kStep, kDecodeBlockKeys);
@@ -229,7 +229,7 @@ template <class E>
   const index_t rows = heads.count * group_rows, padded_rows = heads.count * head_rows;
   const index_t head_dim = geometry.head_dim, value_dim = geometry.value_dim;
   const index_t value_stride = attnkit::detail::round_up(value_dim, kW);
-  const index_t block_keys = decode_block_keys(head_rows), score_stride = block_keys;
+  const index_t block_keys = decode_block_keys(padded_rows), score_stride = block_keys;
   const index_t key_ahead = decode_prefetch_rows<E>(head_dim / kValuesPerElement<E>, call.cache.page_size());
   const index_t value_ahead = decode_prefetch_rows<E>(value_dim / kValuesPerElement<E>, call.cache.page_size());
   DecodeWorkspace work(padded_rows, block_keys, value_stride);
