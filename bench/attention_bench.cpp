@@ -196,6 +196,9 @@ int main(int argc, char** argv) try {
       std::printf("%-26s %s\n", kind.c_str(), label.c_str());
     return 0;
   }
+  // The command line as given, for the report's header (before benchmark::Initialize consumes flags).
+  std::string command = "attnkit_bench";
+  for (int a = 1; a < argc; ++a) command += std::string(" ") + argv[a];
   const std::string report_path = flag_value(argc, argv, "--attnkit_report", "");
   const std::string memory_path = flag_value(argc, argv, "--attnkit_memory", "");
   const std::string kinds = flag_value(argc, argv, "--attnkit_kinds", "");
@@ -322,7 +325,7 @@ int main(int argc, char** argv) try {
   std::printf("%s", table.str().c_str());
   if (!report_path.empty()) {
     attnkit::bench::write_report(report_path, registry, reporter.runs(), attnkit::bench::g_roofs, memory_path,
-                                 /*whole_suite=*/filter.empty());
+                                 /*whole_suite=*/filter.empty(), command);
     std::printf("report written to %s\n", report_path.c_str());
   }
   return 0;

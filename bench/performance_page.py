@@ -7,9 +7,11 @@ Reports are taken newest first: by the date their header gives (bench/report.hpp
 else by the commit that added them to git (followed through renames), else as given. Every
 summary section of a report (targets, paired ratios, each
 kind's own section, the all-kinds table, memory; not the per-family "Results" tables, which stay
-in the report) is copied under the machine, compiler, flags and date of the run that measured it.
-A section whose title a newer report already has is left out, so the page holds, per subject,
-the latest run's figures. RECORDED.md, if given, is appended as is: figures from filtered runs
+in the report) is copied under the machine, compiler, flags, command and date of the run that
+measured it. A section whose title a newer report already has is left out, so the page holds, per
+subject, the latest run's figures; a section with only empty tables (a filtered run's families
+it did not run) is left out too, and the targets table goes row by row (a filtered run's "not
+measured" rows leave the older figures in place). RECORDED.md, if given, is appended as is: figures from filtered runs
 that no whole report holds yet (decode, half precision, the Python package), each with its own
 CPU, command and date.
 
@@ -28,6 +30,7 @@ from pathlib import Path
 
 HEADER_FIELDS = ("date", "CPU", "compiler", "flags", "SIMD", "load average (1, 5, 15 minutes)")
 SKIPPED_SECTIONS = ("Results",)
+DEFAULT_COMMAND = "cmake --workflow --preset bench` (report `build/bench/report/report.md`)"
 
 
 def split_report(text):
@@ -52,6 +55,36 @@ def split_report(text):
 def subject(title):
     """What a section is about, without the run's parameters (after a colon or in parentheses)."""
     return re.split(r"[:(]", title)[0].strip().lower()
+
+
+def target_rows(body, seen_rows):
+    """The targets table of `body` without the rows a newer report measured or this run did not
+    ("not measured"), or None when no row is left; adds the rows kept to seen_rows."""
+    kept = []
+    for line in body.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        is_row = line.startswith("|") and len(cells) >= 2 and not set(cells[0]) <= set("-") and cells[0] != "target"
+        if is_row:
+            if cells[1] == "not measured" or cells[0] in seen_rows:
+                continue
+            seen_rows.add(cells[0])
+            kept.append(line)
+        elif not kept or line.startswith("|"):
+            kept.append(line)  # the text and header lines before the rows
+    return "\n".join(kept) if any(line.startswith("|") and "---" not in line for line in kept[2:]) else None
+
+
+def measured(body):
+    """False for a section whose tables are all empty (a header row only): a filtered run's
+    sections of the families it did not run."""
+    tables, rows = [], 0
+    for line in body.splitlines() + [""]:
+        if line.startswith("|"):
+            rows += 1
+        elif rows:
+            tables.append(rows)
+            rows = 0
+    return not tables or any(rows > 2 for rows in tables)
 
 
 def run_date(path, header):
@@ -95,15 +128,25 @@ def main():
         "machines they come from. The reports themselves (with every per-n table) are in "
         "[benchmarks/](benchmarks/); how a run is made: README \"Benchmarks\".\n",
     ]
+    seen_rows = set()
     for path in sorted(args.reports, key=age_key, reverse=True):
         header, sections = split_report(path.read_text())
-        kept = [(title, body) for title, body in sections
-                if title not in SKIPPED_SECTIONS and subject(title) not in seen]
+        kept = []
+        for title, body in sections:
+            if title in SKIPPED_SECTIONS or not measured(body):
+                continue
+            if subject(title) == "targets":  # row by row: each target's latest measurement
+                body = target_rows(body, seen_rows)
+                if body is not None:
+                    kept.append((title, body))
+            elif subject(title) not in seen:
+                kept.append((title, body))
         if not kept:
             continue
-        seen.update(subject(title) for title, _ in kept)
+        seen.update(subject(title) for title, _ in kept if subject(title) != "targets")
         parts.append(f"## From {path.name} ({run_date(path, header)})\n")
-        parts.append("Command: `cmake --workflow --preset bench` (report `build/bench/report/report.md`).\n")
+        command = header.get("command", "`" + DEFAULT_COMMAND).strip("`")
+        parts.append(f"Command: `{command}`.\n" if "command" in header else f"Command: `{DEFAULT_COMMAND}.\n")
         parts.append("\n".join(f"- {field}: {header[field]}" for field in HEADER_FIELDS if field in header) + "\n")
         for title, body in kept:
             parts.append(f"### {title}\n\n{body}\n")

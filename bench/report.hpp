@@ -281,7 +281,7 @@ inline std::string shared_machine_warning(const Roofs& roofs) {
 /// benchmarks' sections, never from two families' medians.
 inline void write_report(const std::string& path, const Registry& registry,
                          const std::vector<benchmark::BenchmarkReporter::Run>& runs, const Roofs& roofs,
-                         const std::string& memory_path, bool whole_suite) {
+                         const std::string& memory_path, bool whole_suite, const std::string& command) {
   using detail::fixed;
   const auto points = detail::points_by_family(runs);
   std::ofstream out(path);
@@ -291,6 +291,7 @@ inline void write_report(const std::string& path, const Registry& registry,
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   out << "# attnkit benchmark report\n\n"
       << "- date: " << date << "\n"
+      << "- command: `" << command << "`\n"
       << "- compiler: " << detail::compiler_description() << "\n- flags: `" << ATTNKIT_BENCH_FLAGS << "`\n"
       << "- CPU: " << detail::cpu_description() << "\n"
       << "- load average (1, 5, 15 minutes): " << roofs.load_average_at_start << " at the start, "
