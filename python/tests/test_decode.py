@@ -41,12 +41,17 @@ def rows(rng):
     return k, v
 
 
-def test_append_then_attend_on_a_float_cache(rng, rows):
-    k_rows, v_rows = rows
+def float_cache(lengths):
+    """An empty float32 contiguous cache over zeros: (k, v, lengths, cache), viewed in place."""
     k = np.zeros((B, HK, CAPACITY, D), np.float32)
     v = np.zeros((B, HK, CAPACITY, DV), np.float32)
-    lengths = np.array([0, 0, 0], np.int64)
-    cache = attnkit.KvCache(k, v, lengths)
+    lengths = np.array(lengths, np.int64)
+    return k, v, lengths, attnkit.KvCache(k, v, lengths)
+
+
+def test_append_then_attend_on_a_float_cache(rng, rows):
+    k_rows, v_rows = rows
+    k, v, lengths, cache = float_cache([0, 0, 0])
     attnkit.append(cache, k_rows, v_rows)
     np.testing.assert_array_equal(lengths, [80, 80, 80])  # advanced in place
     np.testing.assert_array_equal(k[:, :, :80], k_rows)   # written in place, no copy
@@ -165,10 +170,7 @@ def test_softcap_alibi_and_sinks_over_a_cache(rng, rows, dtype):
 
 def test_ragged_append_writes_each_sequences_count(rng, rows):
     k_rows, v_rows = rows
-    k = np.zeros((B, HK, CAPACITY, D), np.float32)
-    v = np.zeros((B, HK, CAPACITY, DV), np.float32)
-    lengths = np.array([10, 0, 5], np.int64)
-    cache = attnkit.KvCache(k, v, lengths)
+    k, v, lengths, cache = float_cache([10, 0, 5])
     attnkit.append(cache, k_rows[:, :, :4], v_rows[:, :, :4], counts=[4, 1, 0])
     np.testing.assert_array_equal(lengths, [14, 1, 5])
     np.testing.assert_array_equal(k[0, :, 10:14], k_rows[0, :, :4])
