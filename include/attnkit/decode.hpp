@@ -23,10 +23,10 @@ namespace attnkit {
 namespace detail {
 
 /// Validates q [B, Hq, Lq, D], out [B, Hq, Lq, Dv], lse [B, Hq, Lq, 1] and the options against
-/// a validated cache shape.
+/// a validated cache shape (of 8-bit blocks or not: the 8-bit query mode needs them).
 template <class Q, class Out, class Lse>
-void validate_decode(const TensorView<const Q>& q, const CacheShape& cache, const TensorView<Out>& out,
-                     const TensorView<Lse>* lse, const Options& options) {
+void validate_decode(const TensorView<const Q>& q, const CacheShape& cache, bool eight_bit_cache,
+                     const TensorView<Out>& out, const TensorView<Lse>* lse, const Options& options) {
   validate_view("q", q, 1);
   validate_view("out", out, 1);
   require_size("q", q, kBatch, cache.batch, "must equal the cache's batch (lengths.size())");
@@ -53,6 +53,10 @@ void validate_decode(const TensorView<const Q>& q, const CacheShape& cache, cons
     reject("options.key_lengths.size()", options.key_lengths.size(),
            "must be 0 over a KV cache (the cache's lengths give each sequence's keys)");
   }
+  if (options.quantized_query && !eight_bit_cache) {
+    reject("options.quantized_query", "true",
+           "needs a cache of q8_0_block (the 8-bit query mode quantizes q to the cache's blocks; SPEC.md section 13)");
+  }
   validate_scale_and_threads(options);
 }
 
@@ -69,7 +73,7 @@ void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cac
     }
   }
   const CacheShape shape = validate_cache(cache);
-  validate_decode(q, shape, out, lse, options);
+  validate_decode(q, shape, std::is_same_v<E, q8_0_block>, out, lse, options);
   const double scale = resolve_scale(options, shape.head_dim);
   const ScoreModifiers modifiers = validate_score_modifiers(options.softcap, options.alibi_slopes, q.heads());
   const kernel::DecodeGeometry geometry{cache.lengths, shape.batch,    q.heads(),      shape.kv_heads,
@@ -80,7 +84,8 @@ void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cac
   for (const KeyRange& span : spans.spans) pairs += static_cast<double>(span.end - span.begin);
   const int threads =
       parallel::resolve_threads(options.threads, 2.0 * pairs * static_cast<double>(shape.head_dim + shape.value_dim));
-  kernel::run_decode(geometry, cache_rows<const E>(cache), q, out, lse, static_cast<float>(scale), modifiers, threads,
+  kernel::run_decode(geometry, cache_rows<const E>(cache), q, out, lse, static_cast<float>(scale), modifiers,
+                     options.quantized_query, threads,
                      spans);
 }
 

@@ -35,6 +35,14 @@ struct Options {
   /// Both modifiers apply to the kinds the tiled driver runs (every mask kind and combination),
   /// in prefill and over caches; Linformer, LSH, kernelized RPE and global projections reject them.
   std::vector<double> alibi_slopes = {};
+
+  /// The 8-bit query mode of attention over a q8_0_block KV cache (SPEC.md section 13,
+  /// ggml/llama.cpp's semantics of an 8-bit cache): each query row is quantized to 8-bit blocks
+  /// with the cache's rule and the scores are integer dot products times the two blocks'
+  /// scales, so the result differs from the exact mode's by the query's rounding (up to 1/254
+  /// of each block's largest |q|). Off (exact float scores) by default; over another cache type,
+  /// or in a call on tensors, an invalid_argument.
+  bool quantized_query = false;
 };
 
 }  // namespace attnkit

@@ -200,6 +200,10 @@ AttentionShape validate_call(const TensorView<const T>& q, const TensorView<cons
     reject_overlap("lse", *lse, "v", v);
     reject_overlap("lse", *lse, "out", out);
   }
+  if (options.quantized_query) {
+    reject("options.quantized_query", "true",
+           "applies to attention over a q8_0_block KV cache (SPEC.md section 13), not to a call on tensors");
+  }
   validate_scale_and_threads(options);
   return shape;
 }

@@ -9,6 +9,7 @@
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/score_modifiers.hpp"
 #include "attnkit/core/shape.hpp"
+#include "attnkit/simd/q8_key_dots.hpp"
 
 namespace attnkit::kernel {
 
@@ -46,7 +47,10 @@ struct DecodeGeometry {
 /// scores, as the tiled driver's), row_id(b, h, i) at queries + row_id * query_stride, zero
 /// from D up to query_stride (a multiple of the vector width). The queries' and the output's
 /// element types stay out of it, so the kernels are compiled once per cache type. modifiers:
-/// the score modifiers of SPEC.md section 14 (off by default).
+/// the score modifiers of SPEC.md section 14 (off by default). quantized: the 8-bit query mode
+/// (only over q8_0_block caches): every row quantized, its scales times sigma log2(e), indexed
+/// by row_id like queries; the scores are then integer dot products (simd::q8_key_dots) and
+/// queries is not read.
 template <class E>
 struct DecodeCall {
   DecodeGeometry geometry;
@@ -54,6 +58,7 @@ struct DecodeCall {
   const float* queries;
   index_t query_stride;
   ScoreModifiers modifiers = {};
+  simd::Q8Queries quantized = {};
 };
 
 /// The kv heads of one work item, [first, first + count): one, or all of them when the heads'

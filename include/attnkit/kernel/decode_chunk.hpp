@@ -23,6 +23,7 @@
 #include "attnkit/simd/convert.hpp"
 #include "attnkit/simd/key_dots.hpp"
 #include "attnkit/simd/prefetch.hpp"
+#include "attnkit/simd/q8_key_dots.hpp"
 #include "attnkit/simd/value_accumulate.hpp"
 #include "attnkit/simd/widening_load.hpp"
 
@@ -303,9 +304,18 @@ template <class E>
     read_stream(
         call, key_stream, value_stream, key_ahead,
         [&](index_t h, index_t c0, index_t c1, const simd::RowPrefetch<E>& ahead) {
-          const float* queries = call.queries + geometry.row_id(b, (heads.first + h) * group, 0) * call.query_stride;
-          simd::key_dots(queries, call.query_stride, group_rows, call.cache.key(b, heads.first + h, c0),
-                         call.cache.key_stride(), c1 - c0, head_dim, head_scores(h) + (c0 - j0), score_stride, ahead);
+          const index_t first_row = geometry.row_id(b, (heads.first + h) * group, 0);
+          if constexpr (std::is_same_v<E, q8_0_block>) {
+            if (call.quantized.active()) {
+              simd::q8_key_dots(call.quantized.from(first_row), group_rows, call.cache.key(b, heads.first + h, c0),
+                                call.cache.key_stride(), c1 - c0, head_dim, head_scores(h) + (c0 - j0), score_stride,
+                                ahead);
+              return;
+            }
+          }
+          simd::key_dots(call.queries + first_row * call.query_stride, call.query_stride, group_rows,
+                         call.cache.key(b, heads.first + h, c0), call.cache.key_stride(), c1 - c0, head_dim,
+                         head_scores(h) + (c0 - j0), score_stride, ahead);
         });
     if (call.modifiers.active()) {
       // Soft-capping and ALiBi on the scores read (the runs), before the exclusions below.

@@ -5,6 +5,7 @@
 // chunk order.
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "attnkit/cache/sequence_pattern.hpp"
 #include "attnkit/core/concepts.hpp"
 #include "attnkit/core/index.hpp"
+#include "attnkit/core/q8_block.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/detail/thread_scratch.hpp"
 #include "attnkit/kernel/decode_call.hpp"
@@ -97,16 +99,34 @@ inline DecodeItems decode_items(const DecodeGeometry& call, const DecodeSpans& s
   return result;
 }
 
+/// The 8-bit query mode's rows (SPEC.md section 13): query row `id`, widened to float
+/// (`widened`, D floats of scratch) and unscaled, quantized block by block with the cache's rule
+/// (quantize_q8_0) into blocks[id * D / 32 ...], with its scales times `score_scale` and its
+/// offsets (-128 times each block's sum of values; simd::Q8Queries).
+template <class Q>
+void quantize_query_row(const Q* row, index_t head_dim, float score_scale, float* widened, q8_0_block* blocks,
+                        float* scales, std::int32_t* offsets) {
+  simd::widen_row(row, head_dim, widened);
+  for (index_t c = 0; c < head_dim / q8_0_block::kValues; ++c) {
+    blocks[c] = quantize_q8_0(widened + c * q8_0_block::kValues);
+    std::int32_t sum = 0;
+    for (const std::int8_t value : blocks[c].values) sum += value;
+    scales[c] = to_float(blocks[c].scale) * score_scale;
+    offsets[c] = -128 * sum;
+  }
+}
+
 /// Runs a validated decode call of q [B, Hq, Lq, D] (element type Q) against the cache's rows
 /// (E) into out [B, Hq, Lq, Dv] (Out) and lse [B, Hq, Lq, 1] (or null), scores scaled by
-/// `scale` and changed by `modifiers`, in one parallel region of `threads`: the query rows widened and scaled once, each
+/// `scale` and changed by `modifiers`, in one parallel region of `threads`: the query rows
+/// widened and scaled once (or, with quantized_query, quantized: quantize_query_row), each
 /// item's partial results (decode_chunk, compiled once per cache type) written to its own
 /// slot, then per (sequence, kv head) the slots merged in chunk order (kernel::merge_partial),
 /// narrowed into out, lse into lse.
 template <class Q, class E, class Out>
 void run_decode(const DecodeGeometry& geometry, const attnkit::detail::CacheRows<const E>& cache,
                 const TensorView<const Q>& q, const TensorView<Out>& out, const TensorView<float>* lse, float scale,
-                const ScoreModifiers& modifiers, int threads, const DecodeSpans& spans) {
+                const ScoreModifiers& modifiers, bool quantized_query, int threads, const DecodeSpans& spans) {
   const index_t rows = geometry.group_rows(), value_dim = geometry.value_dim, head_dim = geometry.head_dim;
   const index_t heads_per_item = cache.heads_share_pages() ? geometry.kv_heads : 1;
   const DecodeItems work = decode_items(geometry, spans, heads_per_item);
@@ -116,8 +136,22 @@ void run_decode(const DecodeGeometry& geometry, const attnkit::detail::CacheRows
   const index_t query_rows = geometry.batch * geometry.q_heads * geometry.q_len;
   float* queries = attnkit::detail::thread_scratch<struct DecodeCallQueriesTag, float>(
       std::max<index_t>(1, query_rows * query_stride));
-  const DecodeCall<E> call{geometry, cache, queries, query_stride, modifiers};
+  DecodeCall<E> call{geometry, cache, queries, query_stride, modifiers};
   const float q_scale = scale * kLog2e<float>;
+  // The 8-bit query mode's rows: blocks, scales and offsets, row by row (simd::Q8Queries).
+  const index_t row_blocks = head_dim / q8_0_block::kValues, query_blocks = quantized_query ? query_rows * row_blocks : 0;
+  q8_0_block* blocks = nullptr;
+  float* block_scales = nullptr;
+  std::int32_t* block_offsets = nullptr;
+  if (quantized_query) {
+    // Raw bytes (q8_0_block's float16 is not trivially default-constructible; the block, an
+    // aggregate, lives in the allocation as soon as it is written).
+    blocks = reinterpret_cast<q8_0_block*>(attnkit::detail::thread_scratch<struct DecodeQuantizedBlocksTag, unsigned char>(
+        query_blocks * static_cast<index_t>(sizeof(q8_0_block))));
+    block_scales = attnkit::detail::thread_scratch<struct DecodeQuantizedScalesTag, float>(query_blocks);
+    block_offsets = attnkit::detail::thread_scratch<struct DecodeQuantizedOffsetsTag, std::int32_t>(query_blocks);
+    call.quantized = {blocks, block_scales, block_offsets, row_blocks};
+  }
 
   // Slot of item k: [item rows x Dv] partial rows, then [item rows] lse; item rows are the
   // group rows of its heads_per_item heads, head by head.
@@ -130,6 +164,11 @@ void run_decode(const DecodeGeometry& geometry, const attnkit::detail::CacheRows
       const index_t i = id % geometry.q_len, h = id / geometry.q_len % geometry.q_heads;
       const index_t b = id / (geometry.q_len * geometry.q_heads);
       float* row = queries + id * query_stride;
+      if (quantized_query) {
+        const index_t at = id * row_blocks;
+        quantize_query_row(q.row(b, h, i), head_dim, q_scale, row, blocks + at, block_scales + at, block_offsets + at);
+        return;
+      }
       simd::widen_row(q.row(b, h, i), head_dim, row);
       for (index_t d = 0; d < head_dim; ++d) row[d] *= q_scale;
       std::fill(row + head_dim, row + query_stride, 0.0f);

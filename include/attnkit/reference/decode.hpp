@@ -110,13 +110,27 @@ template <DecodablePattern P, class Q, AnyKvCache Cache>
 void decode_in_double(const P& pattern, const TensorView<const Q>& q, const Cache& cache, const TensorView<double>& out,
                       const TensorView<double>* lse, const Options& options) {
   const attnkit::detail::CacheShape shape = attnkit::detail::validate_cache(cache);
-  attnkit::detail::validate_decode(q, shape, out, lse, options);
+  attnkit::detail::validate_decode(q, shape, std::is_same_v<cache_element_t<Cache>, q8_0_block>, out, lse, options);
   std::vector<double> wide(static_cast<std::size_t>(q.batch() * q.heads() * q.seq() * q.dim()));
   const TensorView<double> q64 = bhld(wide.data(), q.batch(), q.heads(), q.seq(), q.dim());
   for (index_t b = 0; b < q.batch(); ++b)
     for (index_t h = 0; h < q.heads(); ++h)
-      for (index_t i = 0; i < q.seq(); ++i)
+      for (index_t i = 0; i < q.seq(); ++i) {
         for (index_t d = 0; d < q.dim(); ++d) q64(b, h, i, d) = static_cast<double>(widen(q(b, h, i, d)));
+        if (options.quantized_query) {
+          // The 8-bit query mode: each block of 32 float values quantized by the cache's rule,
+          // then read back as d * q (exact in double), so a score is the sum over blocks of
+          // d_q d_k sum_i q_i k_i (SPEC.md section 13).
+          for (index_t c = 0; c < q.dim(); c += q8_0_block::kValues) {
+            float block[q8_0_block::kValues];
+            for (index_t d = 0; d < q8_0_block::kValues; ++d) block[d] = static_cast<float>(q64(b, h, i, c + d));
+            const q8_0_block quantized = quantize_q8_0(block);
+            for (index_t d = 0; d < q8_0_block::kValues; ++d)
+              q64(b, h, i, c + d) =
+                  static_cast<double>(to_float(quantized.scale)) * static_cast<double>(quantized.values[d]);
+          }
+        }
+      }
   const SequenceMasks masks_of = [&](index_t length) -> SequenceMask {
     const AttentionShape square{1, q.heads(), shape.kv_heads, length, length, shape.head_dim, shape.value_dim};
     return [mask = sequence_prefix(pattern, length).mask(square)](index_t h, index_t i, index_t j) {
@@ -135,7 +149,8 @@ void decode_in_double(const P& pattern, const TensorView<const Q>& q, const Cach
 /// any constness, lse as a view): row i of sequence b at position p = lengths[b] - Lq + i
 /// attends key j < lengths[b] mu times, mu the multiplicity of
 /// sequence_prefix(pattern, lengths[b])'s mask on the lengths[b] x lengths[b] shape; values of
-/// 8-bit blocks are d * q. out [B, Hq, Lq, Dv] in double; empty rows give 0 (and lse -inf).
+/// 8-bit blocks are d * q; with options.quantized_query each query row is quantized to 8-bit
+/// blocks first (quantize_q8_0 on its float values) and read back the same way. out [B, Hq, Lq, Dv] in double; empty rows give 0 (and lse -inf).
 /// O(Lq lengths[b] (D + Dv)) per head.
 template <DecodablePattern P, class Q, AnyKvCache Cache>
 void attention(const P& pattern, TensorView<Q> q, const Cache& cache, TensorView<double> out,
