@@ -29,6 +29,7 @@
 #include "attnkit/eigen.hpp"
 #include "bench_patterns.hpp"
 #include "bench_support.hpp"
+#include "cache_prefill_bench.hpp"
 #include "decode_bench.hpp"
 #include "dense_paired_bench.hpp"
 #include "half_precision_bench.hpp"
@@ -279,6 +280,11 @@ int main(int argc, char** argv) try {
   });
   registry.add_section([=](std::ostream& out, const attnkit::bench::ReportData& data) {
     attnkit::bench::write_decode_section(out, data, all_threads);
+  });
+  // Prefill over a paged cache against the tensor call on the same keys, paired.
+  attnkit::bench::register_cache_prefill_paired(registry, all_threads);
+  registry.add_target_rows([=](std::ostream& out, const attnkit::bench::ReportData& data) {
+    attnkit::bench::write_cache_prefill_targets(out, data, all_threads);
   });
   for (const bool causal : {false, true}) {
     register_attnkit(registry, causal, 64, all_threads, dense_max_n);

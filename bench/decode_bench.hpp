@@ -12,8 +12,9 @@
 //   paired/decode_threads/<type>/<layout>/threads:<t>  n = 32768, 131072, B = 1, t > 1: calls on
 //       t threads alternating with calls on one over the same layers; threads_speedup = one
 //       thread's time over t threads' per pair
-//   paired/decode_q8_over_fp16/threads:<t>  n = 131072: 8-bit blocks against float16, calls
-//       alternating; q8_speedup = fp16 time over q8 time per pair
+//   paired/decode_q8_over_fp16/threads:<t>  n = 131072: 8-bit blocks (exact scores, and the
+//       8-bit query mode) against float16, the three calls alternating; q8_speedup = fp16 time
+//       over exact q8 time per round, q8_query_speedup = fp16 time over quantized-query time
 //   paired/decode_window/threads:<t>  n = 131072, float16: a causal window of 4096 against full
 //       causal attention over the cache; window_share = window time over full time per pair
 
@@ -40,7 +41,8 @@ namespace attnkit::bench {
 /// The decode targets (PERF.md, INFERENCE.md).
 inline constexpr double kDecodeProbeTarget = 0.80;       // float, bf16, fp16 caches: of the probe
 inline constexpr double kDecodeBatchProbeTarget = 0.75;  // B = 8 ragged paged
-inline constexpr double kDecodeQ8Target = 1.6;           // q8 over fp16 tokens/s at 131072
+inline constexpr double kDecodeQ8QueryTarget = 1.6;      // q8, 8-bit query mode, over fp16 tokens/s at 131072
+inline constexpr double kDecodeQ8Target = 1.0;           // q8, exact scores, over fp16: not slower
 inline constexpr double kDecodeWindowTarget = 0.05;      // window 4096 over full at 131072
 inline constexpr double kDecodeThreadsTarget = 1.0;      // all threads over one: faster
 
@@ -159,14 +161,15 @@ double read_probe_seconds(const DecodeLayer<E>& layer, int threads) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-/// Seconds of one decode call (one query row per sequence) of `pattern` over the layer's cache.
+/// Seconds of one decode call (one query row per sequence) of `pattern` over the layer's cache
+/// (with the 8-bit query mode when asked: 8-bit caches only).
 template <CacheElement E, class Pattern>
 double decode_seconds(const Pattern& pattern, DecodeLayer<E>& layer, const std::vector<float>& q,
-                      std::vector<float>& out, int threads) {
+                      std::vector<float>& out, int threads, bool quantized_query = false) {
   const index_t batch = static_cast<index_t>(layer.lengths.size());
   const auto qv = bhld(q.data(), batch, kDecodeQueryHeads, 1, kDecodeDim);
   const auto ov = bhld(out.data(), batch, kDecodeQueryHeads, 1, kDecodeDim);
-  const Options options{.threads = threads};
+  const Options options{.threads = threads, .quantized_query = quantized_query};
   const auto start = std::chrono::steady_clock::now();
   if (layer.layout.paged()) {
     attention(pattern, qv, layer.paged_view(), ov, options);
@@ -333,24 +336,25 @@ inline void register_decode_paired(Registry& registry, int threads) {
           const std::vector<float> q = detail::decode_queries(1);
           std::vector<float> out(q.size());
           const Full causal{.causal = true};
-          std::vector<double> q8_times, speedups;
+          std::vector<double> query_times, speedups, query_speedups;
           for (auto _ : state) {
             for (int round = 0; round < detail::decode_rounds(n); ++round) {
               const std::size_t layer = static_cast<std::size_t>(round) % q8.size();
-              double t_q8 = 0, t_fp16 = 0;
-              if (round % 2 == 0) {
-                t_q8 = detail::decode_seconds(causal, q8[layer], q, out, team);
-                t_fp16 = detail::decode_seconds(causal, fp16[layer], q, out, team);
-              } else {
-                t_fp16 = detail::decode_seconds(causal, fp16[layer], q, out, team);
-                t_q8 = detail::decode_seconds(causal, q8[layer], q, out, team);
+              // The three calls in a rotating order, so that none always follows the same one.
+              double seconds[3] = {};  // float16, q8 exact, q8 with the 8-bit query mode
+              for (int turn = 0; turn < 3; ++turn) {
+                const int call = (round + turn) % 3;
+                seconds[call] = call == 0 ? detail::decode_seconds(causal, fp16[layer], q, out, team)
+                                          : detail::decode_seconds(causal, q8[layer], q, out, team, call == 2);
               }
-              q8_times.push_back(t_q8);
-              speedups.push_back(t_fp16 / t_q8);
+              query_times.push_back(seconds[2]);
+              speedups.push_back(seconds[0] / seconds[1]);
+              query_speedups.push_back(seconds[0] / seconds[2]);
             }
-            state.SetIterationTime(median(q8_times));
+            state.SetIterationTime(median(query_times));
           }
           set_ratio_counters(state, "q8_speedup", speedups);
+          set_ratio_counters(state, "q8_query_speedup", query_speedups);
         })) {
       family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
       registry.add(q8_name, BenchmarkInfo{"paired", "decode_q8_over_fp16", detail::kDecodeDim, team});
@@ -413,7 +417,10 @@ inline void write_decode_targets(std::ostream& out, const ReportData& data, int 
     row("decode fp16 paged, B = 8 ragged, n = 32768, " + t + ": of the read probe, paired",
         detail::decode_family("fp16", detail::kPaged, 8, team), 32768, "of_probe", kDecodeBatchProbeTarget, false, 100,
         "%");
-    row("decode q8_0 over fp16 tokens/s, n = 131072, " + t + ", paired",
+    row("decode q8_0, 8-bit query mode, over fp16 tokens/s, n = 131072, " + t + ", paired",
+        "paired/decode_q8_over_fp16/threads:" + std::to_string(team), 131072, "q8_query_speedup", kDecodeQ8QueryTarget,
+        false, 1, " x");
+    row("decode q8_0, exact scores, over fp16 tokens/s, n = 131072, " + t + ", paired",
         "paired/decode_q8_over_fp16/threads:" + std::to_string(team), 131072, "q8_speedup", kDecodeQ8Target, false, 1,
         " x");
     row("decode causal window 4096 over full, n = 131072, fp16, " + t + ", paired",

@@ -14,6 +14,7 @@
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/core/validate.hpp"
+#include "attnkit/kernel/cache_prefill.hpp"
 #include "attnkit/kernel/decode_call.hpp"
 #include "attnkit/kernel/decode_driver.hpp"
 #include "attnkit/parallel/team.hpp"
@@ -35,10 +36,6 @@ void validate_decode(const TensorView<const Q>& q, const CacheShape& cache, bool
            "must be a multiple of the cache's kv heads (" + std::to_string(cache.kv_heads) + ")");
   }
   require_size("q", q, kDim, cache.head_dim, "must equal the cache's head dimension");
-  if (q.seq() < 1 || q.seq() > kMaxDecodeRows) {
-    reject("q.sizes[seq]", q.seq(),
-           "must lie in [1, " + std::to_string(kMaxDecodeRows) + "] query rows per sequence (more is prefill)");
-  }
   require_size("out", out, kBatch, q.batch(), "must equal q.sizes[batch]");
   require_size("out", out, kHeads, q.heads(), "must equal q.sizes[heads]");
   require_size("out", out, kSeq, q.seq(), "must equal q.sizes[seq]");
@@ -79,6 +76,14 @@ void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cac
   const kernel::DecodeGeometry geometry{cache.lengths, shape.batch,    q.heads(),      shape.kv_heads,
                                         q.seq(),       shape.head_dim, shape.value_dim};
   if (geometry.batch == 0 || geometry.q_heads == 0) return;
+  if (geometry.q_len > kDecodeScheduleRows) {
+    const double rows = static_cast<double>(q.batch() * q.heads() * q.seq());
+    kernel::run_cache_prefill(pattern, kernel::CachePrefillGeometry{cache.lengths, shape.kv_heads, shape.head_dim, shape.value_dim},
+                              cache_rows<const E>(cache), q, out, lse, static_cast<float>(scale), modifiers,
+                              options.quantized_query,
+                              parallel::resolve_threads(options.threads, rows * static_cast<double>(shape.head_dim)));
+    return;
+  }
   const kernel::DecodeSpans spans = kernel::decode_spans(pattern, geometry);
   double pairs = 0;
   for (const KeyRange& span : spans.spans) pairs += static_cast<double>(span.end - span.begin);
@@ -117,7 +122,8 @@ void decode_front_door(const P& pattern, const TensorView<Q>& q, const Cache& ca
 
 /// out[b, h, i, :] = attention of query row i of sequence b, at position lengths[b] - Lq + i,
 /// over the keys the pattern gives that position among the lengths[b] tokens the cache holds
-/// (SPEC.md section 13): q [B, Hq, Lq, D] (1 <= Lq <= 64) of float, bfloat16 or float16; the
+/// (SPEC.md section 13): q [B, Hq, Lq, D] (any Lq; more than kDecodeScheduleRows rows run the
+/// prefill schedule) of float, bfloat16 or float16; the
 /// cache a KvCache or PagedKvCache of float, bfloat16, float16 or q8_0_block (or of const ones)
 /// with Hq a multiple of its kv heads; out [B, Hq, Lq, Dv] of q's type or float. A sequence of length 0, and rows
 /// before its first token, get zeros. Every (sequence, kv head) reads each attended key once

@@ -151,10 +151,12 @@ constexpr const char* kAttentionDoc =
     "attend every key through qg, kg, vg. softcap: s <- softcap tanh(s / softcap) (Gemma 2; 0 = off);\n"
     "alibi_slopes: one slope per query head, s <- s - m_h |p - j| (attnkit.alibi_slopes(Hq) gives the standard\n"
     "ones); both on mask kinds, in prefill and over caches. Inputs are never copied; the GIL is released.\n\n"
-    "attention(pattern, q, cache, *, out=None, lse=None, scale=None, threads=0, softcap=0.0, alibi_slopes=None): "
-    "decode over an attnkit.KvCache or\n"
-    "PagedKvCache: q [B, Hq, Lq, D] (Lq 1 ... 64; float32, bfloat16, float16) at each sequence's last Lq positions;\n"
-    "out of q's dtype or float32, lse float32.";
+    "attention(pattern, q, cache, *, out=None, lse=None, scale=None, threads=0, softcap=0.0, alibi_slopes=None,\n"
+    "quantized_query=False): decode over an attnkit.KvCache or\n"
+    "PagedKvCache: q [B, Hq, Lq, D] (any Lq: more than 64 rows run the prefill schedule; float32, bfloat16,\n"
+    "float16) at each sequence's last Lq positions;\n"
+    "out of q's dtype or float32, lse float32. quantized_query (8-bit caches only): the 8-bit query mode, q\n"
+    "quantized to 8-bit blocks and the scores integer dot products (ggml/llama.cpp's semantics of an 8-bit cache).";
 
 }  // namespace
 
@@ -166,7 +168,7 @@ void bind_attention(py::module_& m) {
       "attention",
       [](py::handle pattern, py::handle q, py::handle k, py::handle v, py::object out, py::object lse,
          std::optional<double> scale, int threads, py::handle key_lengths, py::handle global_qkv, double softcap,
-         py::handle alibi_slopes) {
+         py::handle alibi_slopes, bool quantized_query) {
         if (is_cache(k)) {
           if (!v.is_none()) detail::reject("v", "given", "must be omitted over a KV cache (the cache holds V)");
           if (!key_lengths.is_none()) {
@@ -175,7 +177,11 @@ void bind_attention(py::module_& m) {
           if (!global_qkv.is_none()) {
             detail::reject("global_qkv", "given", "must be omitted over a KV cache (tensor calls only)");
           }
-          return decode_attention(pattern, q, k, std::move(out), std::move(lse), scale, threads, softcap, alibi_slopes);
+          return decode_attention(pattern, q, k, std::move(out), std::move(lse), scale, threads, softcap, alibi_slopes,
+                                  quantized_query);
+        }
+        if (quantized_query) {
+          detail::reject("quantized_query", "True", "applies to attention over an 8-bit KV cache, not to tensors");
         }
         const PatternArg held = pattern_arg(pattern);
         PreparedCall call =
@@ -196,7 +202,7 @@ void bind_attention(py::module_& m) {
       py::arg("pattern"), py::arg("q"), py::arg("k"), py::arg("v") = py::none(), py::kw_only(),
       py::arg("out") = py::none(), py::arg("lse") = py::none(), py::arg("scale") = py::none(), py::arg("threads") = 0,
       py::arg("key_lengths") = py::none(), py::arg("global_qkv") = py::none(), py::arg("softcap") = 0.0,
-      py::arg("alibi_slopes") = py::none(), kAttentionDoc);
+      py::arg("alibi_slopes") = py::none(), py::arg("quantized_query") = false, kAttentionDoc);
 
   m.def(
       "_native_call_ns",

@@ -135,7 +135,8 @@ void append_rows(py::handle cache_object, py::handle k_object, py::handle v_obje
 
 /// reference::attention over the cache in float64 (out and lse float64 NumPy arrays).
 py::object reference_decode(py::handle pattern_object, py::handle q_object, py::handle cache_object, bool with_lse,
-                            std::optional<double> scale, double softcap, py::handle alibi_slopes) {
+                            std::optional<double> scale, double softcap, py::handle alibi_slopes,
+                            bool quantized_query) {
   const PatternArg pattern = pattern_arg(pattern_object);
   const CacheVariant cache = cache_view(cache_object);
   const TensorArg q = tensor_arg(q_object, "q");
@@ -145,6 +146,7 @@ py::object reference_decode(py::handle pattern_object, py::handle q_object, py::
   const TensorArg out_arg = tensor_arg(out, "out"), lse_arg = tensor_arg(lse, "lse");
   Options options;
   options.scale = scale;
+  options.quantized_query = quantized_query;
   set_score_modifiers(options, softcap, alibi_slopes);
   const auto run = [&]<class Q>(std::type_identity<Q>) {
     py::gil_scoped_release unlocked;
@@ -195,7 +197,7 @@ CacheVariant cache_view(py::handle cache) {
 
 py::object decode_attention(py::handle pattern, py::handle q_object, py::handle cache_object, py::object out,
                             py::object lse, std::optional<double> scale, int threads, double softcap,
-                            py::handle alibi_slopes) {
+                            py::handle alibi_slopes, bool quantized_query) {
   const PatternArg held = pattern_arg(pattern);
   const CacheVariant cache = cache_view(cache_object);
   DecodeViews call{tensor_arg(q_object, "q"), {}, {}, {}};
@@ -227,6 +229,7 @@ py::object decode_attention(py::handle pattern, py::handle q_object, py::handle 
   }
   call.options.scale = scale;
   call.options.threads = threads;
+  call.options.quantized_query = quantized_query;
   set_score_modifiers(call.options, softcap, alibi_slopes);
   {
     py::gil_scoped_release unlocked;
@@ -276,8 +279,9 @@ void bind_decode(py::module_& m) {
   py::module_ reference = m.attr("reference").cast<py::module_>();
   reference.def("decode", &reference_decode, py::arg("pattern"), py::arg("q"), py::arg("cache"), py::kw_only(),
                 py::arg("lse") = false, py::arg("scale") = py::none(), py::arg("softcap") = 0.0,
-                py::arg("alibi_slopes") = py::none(),
-                "reference::attention over a KV cache in float64 (8-bit blocks on their dequantized values): out "
+                py::arg("alibi_slopes") = py::none(), py::arg("quantized_query") = false,
+                "reference::attention over a KV cache in float64 (8-bit blocks on their dequantized values; with "
+                "quantized_query, q quantized to 8-bit blocks first, as the 8-bit query mode does): out "
                 "[B, Hq, Lq, Dv] float64 NumPy array, and lse when asked.");
 }
 

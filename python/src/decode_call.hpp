@@ -60,6 +60,7 @@ void run_decode_combination(const PatternArg& pattern, const CacheVariant& cache
 
 /// attnkit.attention(pattern, q, cache, ...): checks, allocates out (and lse), releases the GIL.
 py::object decode_attention(py::handle pattern, py::handle q, py::handle cache, py::object out, py::object lse,
-                            std::optional<double> scale, int threads, double softcap, py::handle alibi_slopes);
+                            std::optional<double> scale, int threads, double softcap, py::handle alibi_slopes,
+                            bool quantized_query);
 
 }  // namespace attnkit::python

@@ -131,8 +131,6 @@ def test_decode_errors_write_nothing(rng, rows):
         attnkit.attention(attnkit.Full(), q, cache, v, out=out)
     with pytest.raises(ValueError, match="pattern = Lsh: this kind cannot attend over a KV cache"):
         attnkit.attention(attnkit.Lsh(), q, cache, out=out)
-    with pytest.raises(ValueError, match="q.sizes\\[seq\\] = 65"):
-        attnkit.attention(attnkit.Full(), np.zeros((B, HQ, 65, D), np.float32), cache)
     with pytest.raises(ValueError, match="q.dtype = float64"):
         attnkit.attention(attnkit.Full(), q.astype(np.float64), cache)
     assert np.all(out == 5.0)
@@ -179,3 +177,27 @@ def test_ragged_append_writes_each_sequences_count(rng, rows):
     with pytest.raises(ValueError, match="counts\\[1\\] = 5"):
         attnkit.append(cache, k_rows[:, :, :4], v_rows[:, :, :4], counts=[0, 5, 0])
     np.testing.assert_array_equal(lengths, [14, 1, 5])
+
+
+def test_quantized_query_mode_over_an_8bit_cache(rng, rows):
+    """The 8-bit query mode against the reference that quantizes q the same way; it differs from the exact
+    mode by the query's rounding, and any other cache (or a call on tensors) refuses it."""
+    k_rows, v_rows = rows
+    k = np.zeros((B, HK, CAPACITY, D // 32, 34), np.uint8)
+    v = np.zeros((B, HK, CAPACITY, DV // 32, 34), np.uint8)
+    cache = attnkit.KvCache(k, v, np.zeros(B, np.int64))
+    attnkit.append(cache, k_rows, v_rows)
+    q = rng.standard_normal((B, HQ, 2, D)).astype(np.float32)
+    pattern = attnkit.Full(causal=True)
+    out = attnkit.attention(pattern, q, cache, quantized_query=True)
+    ref = attnkit.reference.decode(pattern, q, cache, quantized_query=True)
+    exact = attnkit.reference.decode(pattern, q, cache)
+    assert_float_close(out, ref, v_rows)
+    assert not np.array_equal(ref, exact)
+    # The query's rounding: at most half a step (amax / 254) per value, so the outputs stay close.
+    assert np.abs(ref - exact).max() < 0.05 * np.abs(v_rows).max()
+    _, _, _, floats = float_cache([5, 5, 5])
+    with pytest.raises(ValueError, match="options.quantized_query = true: needs a cache of q8_0_block"):
+        attnkit.attention(pattern, q, floats, quantized_query=True)
+    with pytest.raises(ValueError, match="quantized_query = True"):
+        attnkit.attention(pattern, q, q, q, quantized_query=True)

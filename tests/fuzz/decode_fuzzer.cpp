@@ -4,7 +4,7 @@
 // filled through attnkit::append (the same rows for every sequence, or one ragged append of
 // each sequence's own count), a pattern (any registered kind, StreamingLLM's sinks plus window,
 // or a causal window with global tokens), score modifiers (softcap, ALiBi) and queries (float,
-// bfloat16 or float16; out in their type or float). The call must
+// bfloat16 or float16; out in their type or float; the 8-bit query mode, over 8-bit caches). The call must
 // either throw attnkit::invalid_argument with out and lse untouched (always, for a kind that
 // cannot decode), or give no NaN, match reference::attention over the same cache within SPEC.md
 // section 11's tolerance, and give the same bits on one thread. Every slot past a sequence's
@@ -294,9 +294,14 @@ void run_case(const DecodeCase& c, const P& pattern, bool decodable) {
 
 /// The element types of a case: cache, queries, out.
 template <class P>
-void run_types(ByteReader& in, const DecodeCase& c, const P& pattern, bool decodable, index_t cache_type) {
+void run_types(ByteReader& in, const DecodeCase& drawn, const P& pattern, bool decodable, index_t cache_type) {
   const index_t query_type = in.in_range(0, 2);
   const bool float_out = in.flag();
+  // The 8-bit query mode: often over 8-bit caches, rarely over others (an error). Drawn last,
+  // so inputs written before it decode as they did (an exhausted input reads zeros: off).
+  DecodeCase c = drawn;
+  c.options.quantized_query = cache_type == 3 ? in.flag() : in.rare();
+  c.text += c.options.quantized_query ? " quantized query" : "";
   const auto with_query = [&]<class E>(std::type_identity<E>) {
     switch (query_type) {
       case 1:
@@ -342,7 +347,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Head dims: whole 8-bit blocks for a q8_0 cache (its views count blocks).
   c.head_dim = cache_type == 3 ? 32 * in.in_range(1, 2) : in.in_range(1, 64);
   c.value_dim = cache_type == 3 ? 32 * in.in_range(1, 2) : in.in_range(1, 64);
-  c.q_len = in.rare() ? (in.flag() ? 0 : kMaxDecodeRows + 1) : in.in_range(1, 4);
+  c.q_len = in.rare() ? (in.flag() ? 0 : kDecodeScheduleRows + in.in_range(1, 200)) : in.in_range(1, 4);
   c.paged = in.flag();
   const index_t page_sizes[] = {1, 2, 3, 8, 16, 64};
   c.page_size = page_sizes[in.in_range(0, 5)];

@@ -14,9 +14,11 @@
 
 namespace attnkit {
 
-/// Most query rows per sequence of one decode call (speculative or chunked decoding); longer
-/// blocks of new tokens are prefill, attnkit::attention on tensors.
-inline constexpr index_t kMaxDecodeRows = 64;
+/// Calls over a cache with at most this many query rows per sequence run the decode schedule
+/// (one pass over each sequence's keys for all its rows, kernel/decode_driver.hpp); more rows
+/// (chunked prefill, prefix caching, long drafts) run the prefill schedule of the tiled driver
+/// (kernel/cache_prefill.hpp). Both give SPEC.md section 13's result.
+inline constexpr index_t kDecodeScheduleRows = 64;
 
 /// A pattern that decodes: a mask kind whose mask lists each row's attended keys as runs
 /// (every mask kind and combination; not Linformer, Lsh or KernelizedRpe, whose rows depend

@@ -33,6 +33,11 @@ using compute_type_t = std::conditional_t<std::is_same_v<E, double>, double, flo
 /// padding, Options::key_lengths); it views the caller's Options, which outlive the call.
 /// modifiers: soft-capping and ALiBi (Options::softcap, Options::alibi_slopes), applied by the
 /// tiled driver; derived calls leave them off.
+/// first_query: the plan's query rows start here in q, out and lse (attention over a cache with
+/// many rows: the last rows of the square len x len call): shape.q_len counts every row of the
+/// plan, q, out and lse hold rows first_query .. q_len - 1 (row i at index i - first_query), and
+/// the tiled driver computes only those (rows before it sharing a tile of a reordering plan
+/// get zero queries and are not written). 0 for every other call.
 template <class T, class Input = T, class Output = Input, class KeyValue = Input>
 struct AttentionCall {
   using value_type = T;
@@ -49,6 +54,7 @@ struct AttentionCall {
   int threads;                                // resolved thread count
   std::span<const index_t> key_lengths = {};  // empty: no key padding
   ScoreModifiers modifiers = {};              // off unless the caller's Options turn them on
+  index_t first_query = 0;                    // rows before it are not computed (see above)
 };
 
 namespace detail {

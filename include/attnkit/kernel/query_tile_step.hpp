@@ -132,8 +132,13 @@ index_t load_queries(const Call& call, const Plan& plan, const CallPanels<Call>&
     }
   } else {
     for (index_t r = 0; r < rows; ++r) {
-      const auto* q = call.q.row(b, h, work.query_rows[static_cast<std::size_t>(r)]);
+      const index_t query_row = work.query_rows[static_cast<std::size_t>(r)];
       T* row = queries + r * head_dim;
+      if (query_row < call.first_query) {  // not computed (AttentionCall::first_query)
+        std::fill(row, row + head_dim, T(0));
+        continue;
+      }
+      const auto* q = call.q.row(b, h, query_row - call.first_query);
       if constexpr (std::is_same_v<typename Call::input_type, T>) {
         for (index_t d = 0; d < head_dim; ++d) row[d] = q[d] * q_scale;
       } else {
@@ -214,7 +219,9 @@ void finish_rows(const Call& call, const Plan& plan, QueryTileWorkspace<T>& work
       const T lse = work.softmax.finish_row(r, result, value_dim);
       plan.sink(b, h, q_begin + r, static_cast<const T*>(result), lse);
     } else {
-      const index_t i = work.query_rows[static_cast<std::size_t>(r)];
+      const index_t query_row = work.query_rows[static_cast<std::size_t>(r)];
+      if (query_row < call.first_query) continue;  // not computed (AttentionCall::first_query)
+      const index_t i = query_row - call.first_query;
       T lse;
       if constexpr (std::is_same_v<Output, T>) {
         lse = work.softmax.finish_row(r, call.out.row(b, h, i), value_dim);

@@ -156,7 +156,9 @@ class TiledPass {
     QueryTileWorkspace<T> work(shape, tiles_, panels_.value_stride());
     team.for_each_static(shape.q_heads * query_tiles_, [&](index_t item) {
       const KeyRange rows = query_range(item);
-      tile_work_[static_cast<std::size_t>(item)] = detail::tile_work(plan_, item / query_tiles_, rows.begin, rows.end);
+      tile_work_[static_cast<std::size_t>(item)] =
+          rows.begin == rows.end ? detail::TileWork{0, false}
+                                 : detail::tile_work(plan_, item / query_tiles_, rows.begin, rows.end);
     });
     for (index_t group = 0; group < shape.batch * shape.kv_heads; ++group) {
       const index_t b = group / shape.kv_heads;
@@ -178,6 +180,7 @@ class TiledPass {
         team.for_each_dynamic(static_cast<index_t>(items.size()), [&](index_t e) {
           const index_t item = items[static_cast<std::size_t>(e)], h = item / query_tiles_;
           const KeyRange rows = query_range(item);
+          if (rows.begin == rows.end) return;  // every row before call.first_query
           const auto process = [&](const KeyRange& run) {
             process_query_tile(call_, plan_, tiles_, panels_, work, b, h, run.begin, run.end);
           };
@@ -192,10 +195,24 @@ class TiledPass {
   }
 
  private:
-  /// Query positions of item (query head, query tile).
+  /// Query positions of item (query head, query tile) to compute: none when every row behind
+  /// them lies before call.first_query, else the whole tile (its rows before first_query get
+  /// zero queries and are not written). Whole tiles, so that each row meets the key tiles,
+  /// score-tile segments and softmax blocks of the square call's tile: the same bits. Clipped
+  /// to its first computed row, a tile's causal key tiles split at another key and rows
+  /// differed in the last bit; the rows computed in vain are at most a tile per head.
   KeyRange query_range(index_t item) const {
     const index_t q_begin = (item % query_tiles_) * tiles_.query_rows;
-    return KeyRange{q_begin, std::min(q_begin + tiles_.query_rows, query_positions_)};
+    const index_t q_end = std::min(q_begin + tiles_.query_rows, query_positions_);
+    if (call_.first_query == 0) return KeyRange{q_begin, q_end};
+    if constexpr (ReorderingPlan<Plan>) {
+      const index_t h = item / query_tiles_;
+      for (index_t p = q_begin; p < q_end; ++p)
+        if (attnkit::query_row(plan_, h, p) >= call_.first_query) return KeyRange{q_begin, q_end};
+      return KeyRange{q_end, q_end};
+    } else {
+      return q_end > call_.first_query ? KeyRange{q_begin, q_end} : KeyRange{q_end, q_end};
+    }
   }
 
   Call call_;
