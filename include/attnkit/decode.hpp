@@ -2,7 +2,9 @@
 // attnkit::attention over a KV cache (decode, SPEC.md section 13): a few new query rows per
 // sequence against the keys and values a contiguous or paged cache holds.
 
+#include <span>
 #include <string>
+#include <vector>
 #include <type_traits>
 
 #include "attnkit/cache/cache_rows.hpp"
@@ -24,13 +26,35 @@ namespace attnkit {
 namespace detail {
 
 /// Validates q [B, Hq, Lq, D], out [B, Hq, Lq, Dv], lse [B, Hq, Lq, 1] and the options against
-/// a validated cache shape (of 8-bit blocks or not: the 8-bit query mode needs them).
+/// a validated cache shape (of 8-bit blocks or not: the 8-bit query mode needs them); with
+/// query_offsets (packed rows), q [1, Hq, total, D] and out, lse alike, the offsets B + 1
+/// entries from 0 to total, never decreasing.
 template <class Q, class Out, class Lse>
 void validate_decode(const TensorView<const Q>& q, const CacheShape& cache, bool eight_bit_cache,
-                     const TensorView<Out>& out, const TensorView<Lse>* lse, const Options& options) {
+                     const TensorView<Out>& out, const TensorView<Lse>* lse, const Options& options,
+                     std::span<const index_t> query_offsets = {}, bool packed = false) {
   validate_view("q", q, 1);
   validate_view("out", out, 1);
-  require_size("q", q, kBatch, cache.batch, "must equal the cache's batch (lengths.size())");
+  if (packed) {
+    require_size("q", q, kBatch, 1, "must be 1 with query_offsets (every sequence's rows packed along q.sizes[seq])");
+    if (static_cast<index_t>(query_offsets.size()) != cache.batch + 1) {
+      reject("query_offsets.size()", query_offsets.size(),
+             "must be the cache's batch + 1 = " + std::to_string(cache.batch + 1) + " (cu_seqlens_q)");
+    }
+    if (query_offsets.front() != 0) reject("query_offsets[0]", query_offsets.front(), "must be 0");
+    for (std::size_t b = 1; b < query_offsets.size(); ++b) {
+      if (query_offsets[b] < query_offsets[b - 1]) {
+        reject("query_offsets[" + std::to_string(b) + "]", query_offsets[b],
+               "must be >= query_offsets[" + std::to_string(b - 1) + "] = " + std::to_string(query_offsets[b - 1]));
+      }
+    }
+    if (query_offsets.back() != q.seq()) {
+      reject("query_offsets[" + std::to_string(cache.batch) + "]", query_offsets.back(),
+             "must equal q.sizes[seq] = " + std::to_string(q.seq()) + " (the packed rows)");
+    }
+  } else {
+    require_size("q", q, kBatch, cache.batch, "must equal the cache's batch (lengths.size())");
+  }
   if (cache.kv_heads == 0 || q.heads() % cache.kv_heads != 0) {
     reject("q.sizes[heads]", q.heads(),
            "must be a multiple of the cache's kv heads (" + std::to_string(cache.kv_heads) + ")");
@@ -57,10 +81,13 @@ void validate_decode(const TensorView<const Q>& q, const CacheShape& cache, bool
   validate_scale_and_threads(options);
 }
 
-/// Validates, lists every row's keys, picks the threads from the attended pairs and runs.
+/// Validates, lists every row's keys (decode schedule) or builds every plan (prefill
+/// schedule), picks the threads from the work and runs: the prefill-scheduled sequences, then
+/// the others.
 template <DecodablePattern P, class Q, AnyKvCache Cache, class Out>
 void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cache, const TensorView<Out>& out,
-                const TensorView<float>* lse, const Options& options) {
+                const TensorView<float>* lse, const Options& options, std::span<const index_t> packed_offsets,
+                bool packed) {
   using E = cache_element_t<Cache>;
   if constexpr (requires { pattern.repeats_blocks(); }) {
     if (pattern.repeats_blocks()) {
@@ -70,35 +97,43 @@ void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cac
     }
   }
   const CacheShape shape = validate_cache(cache);
-  validate_decode(q, shape, std::is_same_v<E, q8_0_block>, out, lse, options);
+  validate_decode(q, shape, std::is_same_v<E, q8_0_block>, out, lse, options, packed_offsets, packed);
   const double scale = resolve_scale(options, shape.head_dim);
   const ScoreModifiers modifiers = validate_score_modifiers(options.softcap, options.alibi_slopes, q.heads());
-  const kernel::DecodeGeometry geometry{cache.lengths, shape.batch,    q.heads(),      shape.kv_heads,
-                                        q.seq(),       shape.head_dim, shape.value_dim};
+  const std::vector<index_t> offsets = packed ? std::vector<index_t>(packed_offsets.begin(), packed_offsets.end())
+                                              : kernel::uniform_query_offsets(shape.batch, q.seq());
+  const kernel::DecodeGeometry geometry{cache.lengths, offsets,        packed,         shape.batch,
+                                        q.heads(),     shape.kv_heads, shape.head_dim, shape.value_dim};
   if (geometry.batch == 0 || geometry.q_heads == 0) return;
-  if (geometry.q_len > kDecodeScheduleRows) {
-    const double rows = static_cast<double>(q.batch() * q.heads() * q.seq());
-    kernel::run_cache_prefill(pattern, kernel::CachePrefillGeometry{cache.lengths, shape.kv_heads, shape.head_dim, shape.value_dim},
-                              cache_rows<const E>(cache), q, out, lse, static_cast<float>(scale), modifiers,
-                              options.quantized_query,
-                              parallel::resolve_threads(options.threads, rows * static_cast<double>(shape.head_dim)));
-    return;
+  const kernel::DecodeSpans spans = kernel::decode_spans(pattern, geometry);  // throws before any write
+  const auto& rows = cache_rows<const E>(cache);
+  double prefill_pairs = 0;
+  bool any_decode = false;
+  for (index_t b = 0; b < geometry.batch; ++b) {
+    any_decode = any_decode || geometry.on_decode_schedule(b);
+    if (!geometry.on_decode_schedule(b))
+      prefill_pairs += static_cast<double>(geometry.rows(b)) * static_cast<double>(cache.lengths[static_cast<std::size_t>(b)]);
   }
-  const kernel::DecodeSpans spans = kernel::decode_spans(pattern, geometry);
+  const double per_pair = 2.0 * static_cast<double>(shape.head_dim + shape.value_dim) * static_cast<double>(q.heads());
+  if (prefill_pairs > 0) {
+    kernel::run_cache_prefill(pattern, geometry, rows, q, out, lse, static_cast<float>(scale), modifiers,
+                              options.quantized_query, parallel::resolve_threads(options.threads, prefill_pairs * per_pair));
+  }
+  if (!any_decode) return;
   double pairs = 0;
   for (const KeyRange& span : spans.spans) pairs += static_cast<double>(span.end - span.begin);
   const int threads =
       parallel::resolve_threads(options.threads, 2.0 * pairs * static_cast<double>(shape.head_dim + shape.value_dim));
-  kernel::run_decode(geometry, cache_rows<const E>(cache), q, out, lse, static_cast<float>(scale), modifiers,
-                     options.quantized_query, threads,
-                     spans);
+  kernel::run_decode(geometry, rows, q, out, lse, static_cast<float>(scale), modifiers, options.quantized_query,
+                     threads, spans);
 }
 
 /// run_decode for a pattern or a variant of patterns; a held kind that cannot decode is an
 /// invalid_argument naming it, a pattern type that cannot is a compile-time error.
 template <class P, class Q, AnyKvCache Cache, class Out, class Lse>
 void decode_front_door(const P& pattern, const TensorView<Q>& q, const Cache& cache, const TensorView<Out>& out,
-                       const TensorView<Lse>* lse, const Options& options) {
+                       const TensorView<Lse>* lse, const Options& options,
+                       std::span<const index_t> query_offsets = {}, bool packed = false) {
   if constexpr (check_decode_types<Q, Out, Lse>()) {
     using E = std::remove_const_t<Q>;
     if constexpr (PatternVariant<P>) {
@@ -106,14 +141,14 @@ void decode_front_door(const P& pattern, const TensorView<Q>& q, const Cache& ca
           [&](const auto& held) {
             using Held = std::remove_cvref_t<decltype(held)>;
             if constexpr (DecodablePattern<Held>) {
-              run_decode(held, TensorView<const E>(q), cache, out, lse, options);
+              run_decode(held, TensorView<const E>(q), cache, out, lse, options, query_offsets, packed);
             } else {
               reject_undecodable<Held>();
             }
           },
           pattern);
     } else if constexpr (check_decodable<P>()) {
-      run_decode(pattern, TensorView<const E>(q), cache, out, lse, options);
+      run_decode(pattern, TensorView<const E>(q), cache, out, lse, options, query_offsets, packed);
     }
   }
 }
@@ -144,6 +179,30 @@ requires(AttentionPattern<P> || PatternVariant<P>) void attention(const P& patte
                                                                   TensorView<Out> out, TensorView<Lse> lse,
                                                                   const Options& options = {}) {
   detail::decode_front_door(pattern, q, detail::readable_cache(cache), out, &lse, options);
+}
+
+/// Packed rows, a different count per sequence (continuous batching: a prompt chunk beside
+/// one-row decodes in one call; flash-attn's varlen layout): q [1, Hq, total, D] holds
+/// sequence b's rows at q.sizes[seq] indices query_offsets[b] .. query_offsets[b + 1] - 1
+/// (query_offsets: B + 1 entries from 0 to total, never decreasing: cu_seqlens_q), row i of
+/// them at position lengths[b] - count_b + i; out [1, Hq, total, Dv] alike. Each sequence runs
+/// the decode or the prefill schedule by its own count; otherwise as above.
+template <class P, class Q, AnyKvCache Cache, class Out>
+requires(AttentionPattern<P> || PatternVariant<P>) void attention(const P& pattern, TensorView<Q> q,
+                                                                  std::span<const index_t> query_offsets,
+                                                                  const Cache& cache, TensorView<Out> out,
+                                                                  const Options& options = {}) {
+  detail::decode_front_door(pattern, q, detail::readable_cache(cache), out,
+                            static_cast<const TensorView<float>*>(nullptr), options, query_offsets, true);
+}
+
+/// As above, and lse [1, Hq, total, 1] float.
+template <class P, class Q, AnyKvCache Cache, class Out, class Lse>
+requires(AttentionPattern<P> || PatternVariant<P>) void attention(const P& pattern, TensorView<Q> q,
+                                                                  std::span<const index_t> query_offsets,
+                                                                  const Cache& cache, TensorView<Out> out,
+                                                                  TensorView<Lse> lse, const Options& options = {}) {
+  detail::decode_front_door(pattern, q, detail::readable_cache(cache), out, &lse, options, query_offsets, true);
 }
 
 }  // namespace attnkit

@@ -8,6 +8,7 @@
 //   attnkit::dispatch::attention(attnkit::Full{.causal = true}, q, paged_cache, out);  // decode
 //   std::printf("%s\n", attnkit::simd_target_name(attnkit::dispatch::simd_target()).data());
 
+#include <span>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -86,13 +87,14 @@ void run(const P& pattern, const TensorView<Q>& q, const TensorView<K>& k, const
 /// The held kind's decode entry point, once the element types passed the decode checks.
 template <class P, class Q, AnyKvCache Cache, class Out, class Lse>
 void run_decode(const P& pattern, const TensorView<Q>& q, const Cache& cache, const TensorView<Out>& out,
-                const TensorView<Lse>* lse, const Options& options) {
+                const TensorView<Lse>* lse, const Options& options, std::span<const index_t> query_offsets = {}) {
   if constexpr (attnkit::detail::check_decode_types<Q, Out, Lse>()) {
     using E = cache_element_t<Cache>;
     using QE = std::remove_const_t<Q>;
     const auto run = [&]<class Held>(const Held& held) {
       kernel_table().decode_entries<E>().template get<QE, Out>()(PatternRef(&held), TensorView<const QE>(q),
-                                                                 CacheRef<E>(&cache), out, lse, options);
+                                                                 query_offsets, CacheRef<E>(&cache), out, lse,
+                                                                 options);
     };
     if constexpr (PatternVariant<P>) {
       std::visit(run, pattern);  // a held kind that cannot decode: the entry point refuses it by name
@@ -138,6 +140,21 @@ template <DispatchedPatternOrVariant P, class Q, AnyKvCache Cache, class Out, cl
 void attention(const P& pattern, TensorView<Q> q, const Cache& cache, TensorView<Out> out, TensorView<Lse> lse,
                const Options& options = {}) {
   detail::run_decode(pattern, q, attnkit::detail::readable_cache(cache), out, &lse, options);
+}
+
+/// Packed rows, a different count per sequence (attnkit::attention's query_offsets form).
+template <DispatchedPatternOrVariant P, class Q, AnyKvCache Cache, class Out>
+void attention(const P& pattern, TensorView<Q> q, std::span<const index_t> query_offsets, const Cache& cache,
+               TensorView<Out> out, const Options& options = {}) {
+  detail::run_decode(pattern, q, attnkit::detail::readable_cache(cache), out,
+                     static_cast<const TensorView<float>*>(nullptr), options, query_offsets);
+}
+
+/// As above, with the per-row log-sum-exp (lse [1, Hq, total, 1] float).
+template <DispatchedPatternOrVariant P, class Q, AnyKvCache Cache, class Out, class Lse>
+void attention(const P& pattern, TensorView<Q> q, std::span<const index_t> query_offsets, const Cache& cache,
+               TensorView<Out> out, TensorView<Lse> lse, const Options& options = {}) {
+  detail::run_decode(pattern, q, attnkit::detail::readable_cache(cache), out, &lse, options, query_offsets);
 }
 
 }  // namespace attnkit::dispatch

@@ -152,11 +152,13 @@ constexpr const char* kAttentionDoc =
     "alibi_slopes: one slope per query head, s <- s - m_h |p - j| (attnkit.alibi_slopes(Hq) gives the standard\n"
     "ones); both on mask kinds, in prefill and over caches. Inputs are never copied; the GIL is released.\n\n"
     "attention(pattern, q, cache, *, out=None, lse=None, scale=None, threads=0, softcap=0.0, alibi_slopes=None,\n"
-    "quantized_query=False): decode over an attnkit.KvCache or\n"
+    "quantized_query=False, query_offsets=None): decode over an attnkit.KvCache or\n"
     "PagedKvCache: q [B, Hq, Lq, D] (any Lq: more than 64 rows run the prefill schedule; float32, bfloat16,\n"
     "float16) at each sequence's last Lq positions;\n"
     "out of q's dtype or float32, lse float32. quantized_query (8-bit caches only): the 8-bit query mode, q\n"
-    "quantized to 8-bit blocks and the scores integer dot products (ggml/llama.cpp's semantics of an 8-bit cache).";
+    "quantized to 8-bit blocks and the scores integer dot products (ggml/llama.cpp's semantics of an 8-bit cache).\n"
+    "query_offsets (int64 [B + 1], flash-attn's cu_seqlens_q): packed rows, a different count per sequence:\n"
+    "q [1, Hq, total, D] holds sequence b's rows at query_offsets[b] .. query_offsets[b + 1] - 1 (out, lse alike).";
 
 }  // namespace
 
@@ -168,7 +170,7 @@ void bind_attention(py::module_& m) {
       "attention",
       [](py::handle pattern, py::handle q, py::handle k, py::handle v, py::object out, py::object lse,
          std::optional<double> scale, int threads, py::handle key_lengths, py::handle global_qkv, double softcap,
-         py::handle alibi_slopes, bool quantized_query) {
+         py::handle alibi_slopes, bool quantized_query, py::handle query_offsets) {
         if (is_cache(k)) {
           if (!v.is_none()) detail::reject("v", "given", "must be omitted over a KV cache (the cache holds V)");
           if (!key_lengths.is_none()) {
@@ -178,7 +180,10 @@ void bind_attention(py::module_& m) {
             detail::reject("global_qkv", "given", "must be omitted over a KV cache (tensor calls only)");
           }
           return decode_attention(pattern, q, k, std::move(out), std::move(lse), scale, threads, softcap, alibi_slopes,
-                                  quantized_query);
+                                  quantized_query, query_offsets);
+        }
+        if (!query_offsets.is_none()) {
+          detail::reject("query_offsets", "given", "applies to attention over a KV cache, not to tensors");
         }
         if (quantized_query) {
           detail::reject("quantized_query", "True", "applies to attention over an 8-bit KV cache, not to tensors");
@@ -202,7 +207,8 @@ void bind_attention(py::module_& m) {
       py::arg("pattern"), py::arg("q"), py::arg("k"), py::arg("v") = py::none(), py::kw_only(),
       py::arg("out") = py::none(), py::arg("lse") = py::none(), py::arg("scale") = py::none(), py::arg("threads") = 0,
       py::arg("key_lengths") = py::none(), py::arg("global_qkv") = py::none(), py::arg("softcap") = 0.0,
-      py::arg("alibi_slopes") = py::none(), py::arg("quantized_query") = false, kAttentionDoc);
+      py::arg("alibi_slopes") = py::none(), py::arg("quantized_query") = false, py::arg("query_offsets") = py::none(),
+      kAttentionDoc);
 
   m.def(
       "_native_call_ns",

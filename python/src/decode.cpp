@@ -103,8 +103,8 @@ void run_dispatched_decode(const dispatch::PatternRef& pattern, const CacheVaria
         with_decode_types(call, [&]<class Q, class Out>(std::type_identity<Q>, std::type_identity<Out>) {
           const TensorView<float> lse = call.lse ? call.lse->view<float>() : TensorView<float>();
           dispatch::kernel_table().decode_entries<E>().template get<Q, Out>()(
-              pattern, call.q.view<const Q>(), dispatch::CacheRef<E>(&held_cache), call.out.view<Out>(),
-              call.lse ? &lse : nullptr, call.options);
+              pattern, call.q.view<const Q>(), call.query_offsets, dispatch::CacheRef<E>(&held_cache),
+              call.out.view<Out>(), call.lse ? &lse : nullptr, call.options);
         });
       },
       cache);
@@ -136,7 +136,7 @@ void append_rows(py::handle cache_object, py::handle k_object, py::handle v_obje
 /// reference::attention over the cache in float64 (out and lse float64 NumPy arrays).
 py::object reference_decode(py::handle pattern_object, py::handle q_object, py::handle cache_object, bool with_lse,
                             std::optional<double> scale, double softcap, py::handle alibi_slopes,
-                            bool quantized_query) {
+                            bool quantized_query, py::handle query_offsets_object) {
   const PatternArg pattern = pattern_arg(pattern_object);
   const CacheVariant cache = cache_view(cache_object);
   const TensorArg q = tensor_arg(q_object, "q");
@@ -148,6 +148,8 @@ py::object reference_decode(py::handle pattern_object, py::handle q_object, py::
   options.scale = scale;
   options.quantized_query = quantized_query;
   set_score_modifiers(options, softcap, alibi_slopes);
+  const std::vector<index_t> query_offsets =
+      query_offsets_object.is_none() ? std::vector<index_t>{} : index_list(query_offsets_object, "query_offsets");
   const auto run = [&]<class Q>(std::type_identity<Q>) {
     py::gil_scoped_release unlocked;
     visit_pattern_arg(pattern, [&]<class P>(const P& held) {
@@ -155,7 +157,12 @@ py::object reference_decode(py::handle pattern_object, py::handle q_object, py::
         std::visit(
             [&](const auto& c) {
               TensorView<double> lse_view = lse_arg.view<double>();
-              reference::attention(held, q.view<const Q>(), c, out_arg.view<double>(), lse_view, options);
+              if (query_offsets_object.is_none()) {
+                reference::attention(held, q.view<const Q>(), c, out_arg.view<double>(), lse_view, options);
+              } else {
+                reference::attention(held, q.view<const Q>(), query_offsets, c, out_arg.view<double>(), lse_view,
+                                     options);
+              }
             },
             cache);
       } else {
@@ -197,10 +204,10 @@ CacheVariant cache_view(py::handle cache) {
 
 py::object decode_attention(py::handle pattern, py::handle q_object, py::handle cache_object, py::object out,
                             py::object lse, std::optional<double> scale, int threads, double softcap,
-                            py::handle alibi_slopes, bool quantized_query) {
+                            py::handle alibi_slopes, bool quantized_query, py::handle query_offsets) {
   const PatternArg held = pattern_arg(pattern);
   const CacheVariant cache = cache_view(cache_object);
-  DecodeViews call{tensor_arg(q_object, "q"), {}, {}, {}};
+  DecodeViews call{tensor_arg(q_object, "q"), {}, {}, {}, {}};
   call.q.require_dims(4, "[B, Hq, Lq, D]");
   if (call.q.dtype != DType::kFloat32 && call.q.dtype != DType::kBFloat16 && call.q.dtype != DType::kFloat16) {
     detail::reject("q.dtype", dtype_name(call.q.dtype), "must be float32, bfloat16 or float16 over a KV cache");
@@ -230,6 +237,7 @@ py::object decode_attention(py::handle pattern, py::handle q_object, py::handle 
   call.options.scale = scale;
   call.options.threads = threads;
   call.options.quantized_query = quantized_query;
+  if (!query_offsets.is_none()) call.query_offsets = index_list(query_offsets, "query_offsets");
   set_score_modifiers(call.options, softcap, alibi_slopes);
   {
     py::gil_scoped_release unlocked;
@@ -280,9 +288,11 @@ void bind_decode(py::module_& m) {
   reference.def("decode", &reference_decode, py::arg("pattern"), py::arg("q"), py::arg("cache"), py::kw_only(),
                 py::arg("lse") = false, py::arg("scale") = py::none(), py::arg("softcap") = 0.0,
                 py::arg("alibi_slopes") = py::none(), py::arg("quantized_query") = false,
+                py::arg("query_offsets") = py::none(),
                 "reference::attention over a KV cache in float64 (8-bit blocks on their dequantized values; with "
                 "quantized_query, q quantized to 8-bit blocks first, as the 8-bit query mode does): out "
-                "[B, Hq, Lq, Dv] float64 NumPy array, and lse when asked.");
+                "[B, Hq, Lq, Dv] float64 NumPy array, and lse when asked; query_offsets: packed rows as "
+                "attnkit.attention takes them.");
 }
 
 }  // namespace attnkit::python

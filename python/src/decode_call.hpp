@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include <pybind11/pybind11.h>
 
@@ -40,12 +41,14 @@ CacheVariant cache_view(py::handle cache);
 /// True when `object` is an attnkit.KvCache or attnkit.PagedKvCache.
 bool is_cache(py::handle object);
 
-/// One decode call: q [B, Hq, Lq, D] (float32, bfloat16, float16), out of q's dtype or
-/// float32, lse float32 [B, Hq, Lq].
+/// One call over a cache: q [B, Hq, Lq, D] (float32, bfloat16, float16), out of q's dtype or
+/// float32, lse float32 [B, Hq, Lq]; or packed rows: q [1, Hq, total, D] with query_offsets
+/// (B + 1 entries; empty for the [B, Hq, Lq, D] form).
 struct DecodeViews {
   TensorArg q, out;
   std::optional<TensorArg> lse;
   Options options;
+  std::vector<index_t> query_offsets;
 };
 
 /// with_element_types for the call's q and out (no double: decode takes float and half q).
@@ -61,6 +64,6 @@ void run_decode_combination(const PatternArg& pattern, const CacheVariant& cache
 /// attnkit.attention(pattern, q, cache, ...): checks, allocates out (and lse), releases the GIL.
 py::object decode_attention(py::handle pattern, py::handle q, py::handle cache, py::object out, py::object lse,
                             std::optional<double> scale, int threads, double softcap, py::handle alibi_slopes,
-                            bool quantized_query);
+                            bool quantized_query, py::handle query_offsets);
 
 }  // namespace attnkit::python

@@ -13,11 +13,10 @@ void run_decode_combination(const PatternArg& pattern, const CacheVariant& cache
           with_decode_types(call, [&]<class Q, class Out>(std::type_identity<Q>, std::type_identity<Out>) {
             const auto q = call.q.view<const Q>();
             const auto out = call.out.view<Out>();
-            if (call.lse) {
-              attnkit::attention(combination, q, held_cache, out, call.lse->view<float>(), call.options);
-            } else {
-              attnkit::attention(combination, q, held_cache, out, call.options);
-            }
+            const TensorView<float> lse = call.lse ? call.lse->view<float>() : TensorView<float>();
+            attnkit::detail::decode_front_door(combination, q, attnkit::detail::readable_cache(held_cache), out,
+                                               call.lse ? &lse : nullptr, call.options, call.query_offsets,
+                                               !call.query_offsets.empty());
           });
         },
         cache);

@@ -201,3 +201,22 @@ def test_quantized_query_mode_over_an_8bit_cache(rng, rows):
         attnkit.attention(pattern, q, floats, quantized_query=True)
     with pytest.raises(ValueError, match="quantized_query = True"):
         attnkit.attention(pattern, q, q, q, quantized_query=True)
+
+
+def test_packed_rows_prefill_chunk_beside_decodes(rng, rows):
+    """query_offsets: a 70-row prompt chunk (the prefill schedule), a one-row decode and an empty entry in one
+    call, against the reference over the same packed rows and against each sequence's own call."""
+    k_rows, v_rows = rows
+    _, _, lengths, cache = float_cache([0, 0, 0])
+    attnkit.append(cache, k_rows, v_rows)
+    offsets = np.array([0, 70, 71, 71], np.int64)
+    q = rng.standard_normal((1, HQ, 71, D)).astype(np.float32)
+    pattern = attnkit.SlidingWindow.streaming(30, 4)
+    out, lse = attnkit.attention(pattern, q, cache, lse=True, query_offsets=offsets)
+    ref, ref_lse = attnkit.reference.decode(pattern, q, cache, lse=True, query_offsets=offsets)
+    assert_float_close(out, ref, v_rows)
+    np.testing.assert_allclose(lse, ref_lse, rtol=1e-5, atol=2e-5)
+    whole = attnkit.attention(pattern, np.repeat(q[:, :, :70], B, axis=0), cache)
+    np.testing.assert_array_equal(out[0, :, :70], whole[0])
+    with pytest.raises(ValueError, match="query_offsets\\[3\\] = 70: must equal q.sizes\\[seq\\] = 71"):
+        attnkit.attention(pattern, q, cache, query_offsets=np.array([0, 70, 70, 70], np.int64))

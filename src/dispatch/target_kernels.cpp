@@ -29,20 +29,17 @@ void attention_entry(const attnkit::dispatch::PatternRef& pattern, const attnkit
       pattern);
 }
 
-/// attnkit::attention over a KV cache; a kind that cannot decode is refused by name, as a
-/// Schedule layer holding it is.
+/// attnkit::attention over a KV cache (packed rows when query_offsets is not empty); a kind
+/// that cannot decode is refused by name, as a Schedule layer holding it is.
 template <class Q, class E, class Out>
 void decode_entry(const attnkit::dispatch::PatternRef& pattern, const attnkit::TensorView<const Q>& q,
-                  const attnkit::dispatch::CacheRef<E>& cache, const attnkit::TensorView<Out>& out,
-                  const attnkit::TensorView<float>* lse, const attnkit::Options& options) {
+                  std::span<const attnkit::index_t> query_offsets, const attnkit::dispatch::CacheRef<E>& cache,
+                  const attnkit::TensorView<Out>& out, const attnkit::TensorView<float>* lse,
+                  const attnkit::Options& options) {
   std::visit(
       [&]<class P, class Cache>(const P* p, const Cache* c) {
         if constexpr (attnkit::DecodablePattern<P>) {
-          if (lse == nullptr) {
-            attnkit::attention(*p, q, *c, out, options);
-          } else {
-            attnkit::attention(*p, q, *c, out, *lse, options);
-          }
+          attnkit::detail::decode_front_door(*p, q, *c, out, lse, options, query_offsets, !query_offsets.empty());
         } else {
           attnkit::detail::reject_undecodable<P>();
         }

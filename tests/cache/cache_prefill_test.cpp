@@ -188,3 +188,84 @@ TEST(CachePrefill, RuleBrokenForOneSequenceWritesNothing) {
 
 }  // namespace
 }  // namespace attnkit::testing
+
+namespace attnkit::testing {
+namespace {
+
+// Packed rows, a different count per sequence (query_offsets, cu_seqlens_q): a 100-row chunk
+// (prefill schedule), a one-row decode, an empty entry and a 3-row draft in one call, against
+// the reference over the same packed rows, and each sequence's rows bit for bit those of a
+// call over that sequence alone.
+TEST(PackedRows, MixedCountsMatchTheReferenceAndSeparateCalls) {
+  const index_t batch = 4, kv_heads = 2, q_heads = 4, capacity = 512, head_dim = 64, value_dim = 32;
+  TestCache<float16> cache(batch, kv_heads, capacity, head_dim, value_dim, true, 16);
+  cache.fill(capacity, 83, {500, 37, 0, 260});
+  const std::vector<index_t> offsets{0, kRows, kRows + 1, kRows + 1, kRows + 4};
+  const index_t total = offsets.back();
+  const std::vector<float> q = make_queries<float>(q_heads * total * head_dim, 84);
+  const auto qv = bhld(q.data(), 1, q_heads, total, head_dim);
+  const auto check = [&](const auto& pattern, const std::string& name) {
+    std::vector<float> out(static_cast<std::size_t>(q_heads * total * value_dim), 9.0f), lse(q_heads * total, 9.0f);
+    attention(pattern, qv, offsets, cache.paged_view(), bhld(out.data(), 1, q_heads, total, value_dim),
+              lse_view(lse.data(), 1, q_heads, total));
+    std::vector<double> ref(out.size()), ref_lse(lse.size());
+    reference::attention(pattern, qv, offsets, cache.paged_view(), bhld(ref.data(), 1, q_heads, total, value_dim),
+                         lse_view(ref_lse.data(), 1, q_heads, total));
+    const std::vector<double> got(out.begin(), out.end()), got_lse(lse.begin(), lse.end());
+    EXPECT_TRUE(all_close<double>(bhld(got.data(), 1, q_heads, total, value_dim),
+                                  bhld(ref.data(), 1, q_heads, total, value_dim), decode_tolerance<float>()))
+        << name;
+    EXPECT_TRUE(all_close<double>(bhld(got_lse.data(), 1, q_heads, total, 1),
+                                  bhld(ref_lse.data(), 1, q_heads, total, 1), Tolerance{2e-5, 1e-6}))
+        << name << " (lse)";
+    // Each sequence alone: its block table row and length, its rows as [1, Hq, count, D].
+    const PagedKvCache<float16> all = cache.paged_view();
+    for (index_t b = 0; b < batch; ++b) {
+      const index_t count = offsets[static_cast<std::size_t>(b) + 1] - offsets[static_cast<std::size_t>(b)];
+      if (count == 0) continue;
+      std::vector<index_t> length{cache.lengths[static_cast<std::size_t>(b)]};
+      const PagedKvCache<float16> alone{all.k_pages, all.v_pages,
+                                        PageTable{all.block_table.data + b * all.block_table.stride, 1, all.block_table.pages_per_sequence,
+                                                  all.block_table.stride},
+                                        length};
+      std::vector<float> single_q(static_cast<std::size_t>(q_heads * count * head_dim));
+      for (index_t h = 0; h < q_heads; ++h)
+        std::copy_n(qv.row(0, h, offsets[static_cast<std::size_t>(b)]), count * head_dim,
+                    single_q.begin() + h * count * head_dim);
+      std::vector<float> single(static_cast<std::size_t>(q_heads * count * value_dim));
+      attention(pattern, bhld(static_cast<const float*>(single_q.data()), 1, q_heads, count, head_dim), alone,
+                bhld(single.data(), 1, q_heads, count, value_dim));
+      for (index_t h = 0; h < q_heads; ++h)
+        EXPECT_EQ(std::memcmp(single.data() + h * count * value_dim,
+                              out.data() + (h * total + offsets[static_cast<std::size_t>(b)]) * value_dim,
+                              static_cast<std::size_t>(count * value_dim) * sizeof(float)),
+                  0)
+            << name << ", sequence " << b << ", head " << h;
+    }
+  };
+  check(Full{.causal = true}, "Full causal");
+  check(SlidingWindow::streaming(64, 4), "StreamingLLM");
+  check(Union{SlidingWindow::causal(64), Global({0, 1, 2, 3})}, "Longformer");
+}
+
+// Bad offsets and shapes are rejected by name with nothing written.
+TEST(PackedRows, BadOffsetsAreRejectedWithNothingWritten) {
+  const index_t head_dim = 32;
+  TestCache<float> cache(2, 1, 64, head_dim, head_dim, false);
+  cache.fill(64, 85, {64, 30});
+  const std::vector<float> q = make_queries<float>(2 * 5 * head_dim, 86);
+  std::vector<float> out(q.size(), 7.0f);
+  const auto call = [&](const std::vector<index_t>& offsets, index_t batch, index_t rows) {
+    attention(Full{.causal = true}, bhld(q.data(), batch, 1, rows, head_dim), offsets, cache.contiguous(),
+              bhld(out.data(), batch, 1, rows, head_dim));
+  };
+  expect_invalid_argument([&] { call({0, 5}, 1, 10); }, "query_offsets.size() = 2");
+  expect_invalid_argument([&] { call({1, 5, 10}, 1, 10); }, "query_offsets[0] = 1");
+  expect_invalid_argument([&] { call({0, 6, 5}, 1, 5); }, "query_offsets[2] = 5: must be >= query_offsets[1]");
+  expect_invalid_argument([&] { call({0, 5, 9}, 1, 10); }, "query_offsets[2] = 9: must equal q.sizes[seq] = 10");
+  expect_invalid_argument([&] { call({0, 5, 5}, 2, 5); }, "q.sizes[batch] = 2");
+  EXPECT_EQ(out, std::vector<float>(q.size(), 7.0f));
+}
+
+}  // namespace
+}  // namespace attnkit::testing

@@ -24,9 +24,10 @@ struct SmallPagedCache {
   std::vector<float> v = std::vector<float>(k.size());
   std::vector<std::int32_t> table{3, 0, 5, 1};
   std::vector<index_t> lengths{kLength};
+  std::vector<index_t> query_offsets{0, 1};
 
   kernel::DecodeCall<float> call() const {
-    const kernel::DecodeGeometry geometry{lengths, 1, kHeads, kHeads, 1, kDim, kDim};
+    const kernel::DecodeGeometry geometry{lengths, query_offsets, false, 1, kHeads, kHeads, kDim, kDim};
     const attnkit::detail::CacheRows<const float> rows(bhld(k.data(), kPages, kHeads, kPage, kDim),
                                                        bhld(v.data(), kPages, kHeads, kPage, kDim), table.data(),
                                                        static_cast<index_t>(table.size()), kPage);

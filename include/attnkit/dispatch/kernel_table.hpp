@@ -2,6 +2,7 @@
 // The interface between attnkit::dispatch's front door and its per-target kernels
 // (src/dispatch/): one table of entry points per instruction set.
 
+#include <span>
 #include <type_traits>
 #include <variant>
 
@@ -50,9 +51,11 @@ template <class E>
 using CacheRef = std::variant<const KvCache<E>*, const PagedKvCache<E>*>;
 
 /// attnkit::attention over a KV cache (decode.hpp) for q of element type Q, a cache of E and
-/// out of type Out (Q or float); lse float, nullptr for the overload without it.
+/// out of type Out (Q or float); lse float, nullptr for the overload without it;
+/// query_offsets empty for q [B, Hq, Lq, D], else the packed rows' offsets (B + 1 entries).
 template <class Q, class E, class Out>
-using DecodeEntry = void (*)(const PatternRef& pattern, const TensorView<const Q>& q, const CacheRef<E>& cache,
+using DecodeEntry = void (*)(const PatternRef& pattern, const TensorView<const Q>& q,
+                             std::span<const index_t> query_offsets, const CacheRef<E>& cache,
                              const TensorView<Out>& out, const TensorView<float>* lse, const Options& options);
 
 /// The decode entry points for a cache of E: one per query and output type of SPEC.md

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attnkit/cache/cache_rows.hpp"
+#include "attnkit/cache/decode_rules.hpp"
 #include "attnkit/core/index.hpp"
 #include "attnkit/core/score_modifiers.hpp"
 #include "attnkit/core/shape.hpp"
@@ -23,24 +24,48 @@ namespace attnkit::kernel {
 /// the next chunk's first K rows.
 inline constexpr index_t kDecodeChunkKeys = 2048;
 
-/// The sizes of a decode call: query row i of sequence b (of B) sits at position
-/// lengths[b] - Lq + i; Hq query heads share Hk kv heads; head dim D, value dim Dv.
+/// The sizes of a call over a cache: sequence b (of B) has rows(b) query rows, row i at
+/// position lengths[b] - rows(b) + i; Hq query heads share Hk kv heads; head dim D, value dim
+/// Dv. query_offsets (B + 1 entries from 0, flash-attn's cu_seqlens_q) count the rows before
+/// each sequence's. q, out and lse are [B, Hq, Lq, .] (every rows(b) = Lq), or packed
+/// [1, Hq, total, .] with sequence b's rows from query_offsets[b] on (view_batch, view_row).
 struct DecodeGeometry {
   std::span<const index_t> lengths;
+  std::span<const index_t> query_offsets;
+  bool packed;
   index_t batch;
   index_t q_heads;
   index_t kv_heads;
-  index_t q_len;
   index_t head_dim;
   index_t value_dim;
 
   /// Query heads per kv head.
   index_t group() const { return q_heads / kv_heads; }
-  /// Rows of one work item: every query row of a kv head's group.
-  index_t group_rows() const { return group() * q_len; }
-  /// Index of query row i of head h in sequence b among all B Hq Lq rows.
-  index_t row_id(index_t b, index_t h, index_t i) const { return (b * q_heads + h) * q_len + i; }
+  /// Query rows of sequence b (per head).
+  index_t rows(index_t b) const {
+    return query_offsets[static_cast<std::size_t>(b) + 1] - query_offsets[static_cast<std::size_t>(b)];
+  }
+  /// Whether sequence b runs the decode schedule (at most kDecodeScheduleRows rows; more run
+  /// the prefill schedule, kernel/cache_prefill.hpp).
+  bool on_decode_schedule(index_t b) const { return rows(b) <= kDecodeScheduleRows; }
+  /// Rows of one work item of sequence b: every query row of a kv head's group.
+  index_t group_rows(index_t b) const { return group() * rows(b); }
+  /// Index of query row i of head h in sequence b among all Hq total rows: sequence by
+  /// sequence, head by head.
+  index_t row_id(index_t b, index_t h, index_t i) const {
+    return query_offsets[static_cast<std::size_t>(b)] * q_heads + h * rows(b) + i;
+  }
+  /// Where row i of sequence b lies in q, out and lse: view.row(view_batch(b), h, view_row(b, i)).
+  index_t view_batch(index_t b) const { return packed ? 0 : b; }
+  index_t view_row(index_t b, index_t i) const { return packed ? query_offsets[static_cast<std::size_t>(b)] + i : i; }
 };
+
+/// query_offsets of B sequences of Lq rows each: 0, Lq, 2 Lq, ...
+inline std::vector<index_t> uniform_query_offsets(index_t batch, index_t q_len) {
+  std::vector<index_t> offsets(static_cast<std::size_t>(batch) + 1);
+  for (index_t b = 0; b <= batch; ++b) offsets[static_cast<std::size_t>(b)] = b * q_len;
+  return offsets;
+}
 
 /// What the work items of a decode call over a cache of element type E read: the geometry,
 /// the cache's rows, and every query row widened to float and scaled by sigma log2(e) (base-2

@@ -224,7 +224,7 @@ template <class E>
   constexpr index_t kW = static_cast<index_t>(simd::kWidth<float>);
   constexpr float kExcluded = attnkit::detail::kExcludedScore<float>;
   const DecodeGeometry& geometry = call.geometry;
-  const index_t group_rows = geometry.group_rows(), group = geometry.group(), q_len = geometry.q_len;
+  const index_t group_rows = geometry.group_rows(b), group = geometry.group(), q_len = geometry.rows(b);
   // Softmax rows: each head's group rows padded to a multiple of kValueRowBlock.
   const index_t head_rows = attnkit::detail::round_up(group_rows, simd::kValueRowBlock);
   const index_t rows = heads.count * group_rows, padded_rows = heads.count * head_rows;

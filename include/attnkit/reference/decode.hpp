@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -53,21 +54,33 @@ using SequenceMask = std::function<int(index_t, index_t, index_t)>;
 /// The mask of a sequence of `length` tokens.
 using SequenceMasks = std::function<SequenceMask(index_t length)>;
 
+/// Where the rows of each sequence lie in q, out and lse: [B, Hq, Lq, .], or packed
+/// [1, Hq, total, .] with sequence b's rows from offsets[b] on (B + 1 offsets).
+struct QueryLayout {
+  std::span<const index_t> offsets;
+  bool packed;
+  index_t rows(index_t b) const {
+    return offsets[static_cast<std::size_t>(b) + 1] - offsets[static_cast<std::size_t>(b)];
+  }
+  index_t batch(index_t b) const { return packed ? 0 : b; }
+  index_t row(index_t b, index_t i) const { return packed ? offsets[static_cast<std::size_t>(b)] + i : i; }
+};
+
 /// The rows of every sequence against its cache in double, for validated arguments and q
 /// already widened. The pattern arrives as `masks_of`, so this loop is compiled once per cache
 /// type, not once per pattern, query type and cache type.
 template <AnyKvCache Cache>
 void decode_rows(const SequenceMasks& masks_of, const TensorView<const double>& q, const Cache& cache,
                  const attnkit::detail::CacheShape& shape, const TensorView<double>& out, const TensorView<double>* lse,
-                 double sigma, const ScoreModifiers& modifiers) {
+                 double sigma, const ScoreModifiers& modifiers, const QueryLayout& layout) {
   using E = cache_element_t<Cache>;
   const index_t group = q.heads() / shape.kv_heads;
-  for (index_t b = 0; b < q.batch(); ++b) {
-    const index_t length = cache.lengths[static_cast<std::size_t>(b)];
+  for (index_t b = 0; b < shape.batch; ++b) {
+    const index_t length = cache.lengths[static_cast<std::size_t>(b)], rows = layout.rows(b), vb = layout.batch(b);
     const SequenceMask mu_of = masks_of(length);
     for (index_t h = 0; h < q.heads(); ++h)
-      for (index_t i = 0; i < q.seq(); ++i) {
-        const index_t position = length - q.seq() + i;
+      for (index_t i = 0; i < rows; ++i) {
+        const index_t position = length - rows + i, vi = layout.row(b, i);
         std::vector<double> logits, weights;
         std::vector<index_t> keys;
         if (position >= 0) {
@@ -76,7 +89,7 @@ void decode_rows(const SequenceMasks& masks_of, const TensorView<const double>& 
             if (mu == 0) continue;
             const E* key = token_row(cache, false, b, h / group, j);
             double dot = 0;
-            for (index_t d = 0; d < shape.head_dim; ++d) dot += q(b, h, i, d) * cache_value(key, d);
+            for (index_t d = 0; d < shape.head_dim; ++d) dot += q(vb, h, vi, d) * cache_value(key, d);
             const double logit = modifiers.apply(sigma * dot, h, position, j);  // SPEC.md section 14
             for (int m = 0; m < mu; ++m) {
               logits.push_back(logit);
@@ -97,9 +110,9 @@ void decode_rows(const SequenceMasks& masks_of, const TensorView<const double>& 
             sum[static_cast<std::size_t>(d)] += weights[e] * cache_value(value, d);
         }
         for (index_t d = 0; d < shape.value_dim; ++d)
-          out(b, h, i, d) = keys.empty() ? 0.0 : sum[static_cast<std::size_t>(d)] / total;
+          out(vb, h, vi, d) = keys.empty() ? 0.0 : sum[static_cast<std::size_t>(d)] / total;
         if (lse != nullptr)
-          (*lse)(b, h, i, 0) = keys.empty() ? -std::numeric_limits<double>::infinity() : top + std::log(total);
+          (*lse)(vb, h, vi, 0) = keys.empty() ? -std::numeric_limits<double>::infinity() : top + std::log(total);
       }
   }
 }
@@ -108,9 +121,14 @@ void decode_rows(const SequenceMasks& masks_of, const TensorView<const double>& 
 /// widens q exactly into a [B, Hq, Lq, D] double buffer, then decode_rows.
 template <DecodablePattern P, class Q, AnyKvCache Cache>
 void decode_in_double(const P& pattern, const TensorView<const Q>& q, const Cache& cache, const TensorView<double>& out,
-                      const TensorView<double>* lse, const Options& options) {
+                      const TensorView<double>* lse, const Options& options, std::span<const index_t> query_offsets,
+                      bool packed) {
   const attnkit::detail::CacheShape shape = attnkit::detail::validate_cache(cache);
-  attnkit::detail::validate_decode(q, shape, std::is_same_v<cache_element_t<Cache>, q8_0_block>, out, lse, options);
+  attnkit::detail::validate_decode(q, shape, std::is_same_v<cache_element_t<Cache>, q8_0_block>, out, lse, options,
+                                   query_offsets, packed);
+  std::vector<index_t> offsets(query_offsets.begin(), query_offsets.end());
+  if (!packed)
+    for (index_t b = 0; b <= shape.batch; ++b) offsets.push_back(b * q.seq());
   std::vector<double> wide(static_cast<std::size_t>(q.batch() * q.heads() * q.seq() * q.dim()));
   const TensorView<double> q64 = bhld(wide.data(), q.batch(), q.heads(), q.seq(), q.dim());
   for (index_t b = 0; b < q.batch(); ++b)
@@ -139,7 +157,8 @@ void decode_in_double(const P& pattern, const TensorView<const Q>& q, const Cach
   };
   decode_rows(masks_of, TensorView<const double>(q64), cache, shape, out, lse,
               attnkit::detail::resolve_scale(options, shape.head_dim),
-              attnkit::detail::validate_score_modifiers(options.softcap, options.alibi_slopes, q.heads()));
+              attnkit::detail::validate_score_modifiers(options.softcap, options.alibi_slopes, q.heads()),
+              QueryLayout{offsets, packed});
 }
 
 }  // namespace detail
@@ -156,7 +175,7 @@ template <DecodablePattern P, class Q, AnyKvCache Cache>
 void attention(const P& pattern, TensorView<Q> q, const Cache& cache, TensorView<double> out,
                const Options& options = {}) {
   detail::decode_in_double(pattern, TensorView<const std::remove_const_t<Q>>(q), attnkit::detail::readable_cache(cache),
-                           out, nullptr, options);
+                           out, nullptr, options, {}, false);
 }
 
 /// As above, and lse [B, Hq, Lq, 1] in double (the natural-log log-sum-exp of each row).
@@ -164,7 +183,16 @@ template <DecodablePattern P, class Q, AnyKvCache Cache>
 void attention(const P& pattern, TensorView<Q> q, const Cache& cache, TensorView<double> out, TensorView<double> lse,
                const Options& options = {}) {
   detail::decode_in_double(pattern, TensorView<const std::remove_const_t<Q>>(q), attnkit::detail::readable_cache(cache),
-                           out, &lse, options);
+                           out, &lse, options, {}, false);
+}
+
+/// Packed rows (attnkit::attention's query_offsets form): q [1, Hq, total, D], out and lse
+/// [1, Hq, total, .] in double, sequence b's rows from query_offsets[b] on.
+template <DecodablePattern P, class Q, AnyKvCache Cache>
+void attention(const P& pattern, TensorView<Q> q, std::span<const index_t> query_offsets, const Cache& cache,
+               TensorView<double> out, TensorView<double> lse, const Options& options = {}) {
+  detail::decode_in_double(pattern, TensorView<const std::remove_const_t<Q>>(q), attnkit::detail::readable_cache(cache),
+                           out, &lse, options, query_offsets, true);
 }
 
 }  // namespace attnkit::reference
