@@ -281,8 +281,10 @@ int main(int argc, char** argv) try {
   registry.add_section([=](std::ostream& out, const attnkit::bench::ReportData& data) {
     attnkit::bench::write_decode_section(out, data, all_threads);
   });
-  // Prefill over a paged cache against the tensor call on the same keys, paired.
+  // Prefill over a paged cache against the tensor call on the same keys, and a mixed batch
+  // (a prompt chunk beside one-row decodes) against the two calls it replaces, paired.
   attnkit::bench::register_cache_prefill_paired(registry, all_threads);
+  attnkit::bench::register_mixed_batch_paired(registry, all_threads);
   registry.add_target_rows([=](std::ostream& out, const attnkit::bench::ReportData& data) {
     attnkit::bench::write_cache_prefill_targets(out, data, all_threads);
   });
