@@ -91,8 +91,8 @@ struct CachePrefillInputs {
   PagedKvCache<const float16> paged() const {
     const index_t pages = n / kCachePrefillPage;
     return {bhld(k_pages.data(), pages, kKvHeads, kCachePrefillPage, kDim),
-            bhld(v_pages.data(), pages, kKvHeads, kCachePrefillPage, kDim),
-            PageTable{table.data(), 1, pages, pages}, lengths};
+            bhld(v_pages.data(), pages, kKvHeads, kCachePrefillPage, kDim), PageTable{table.data(), 1, pages, pages},
+            lengths};
   }
 };
 
@@ -122,7 +122,8 @@ struct MixedBatchInputs {
     offsets.push_back(0);
     offsets.push_back(kMixedBatchChunk);
     for (index_t b = 1; b < kMixedBatchSequences; ++b) offsets.push_back(offsets.back() + 1);
-    const std::vector<float>& queries = normal_values(static_cast<std::size_t>(kQueryHeads * offsets.back() * kDim), 16);
+    const std::vector<float>& queries =
+        normal_values(static_cast<std::size_t>(kQueryHeads * offsets.back() * kDim), 16);
     for (float x : queries) q.push_back(to_float16(x));
   }
 
@@ -142,40 +143,39 @@ inline void register_cache_prefill_paired(Registry& registry, int threads) {
   using PrefillInputs = detail::CachePrefillInputs;
   for (const int team : detail::peak_teams(threads)) {
     const std::string name = detail::cache_prefill_family(team);
-    auto* family =
-        register_at(name, sizes(kCachePrefillTokens, kCachePrefillTokens), [=](benchmark::State& state) {
-          const PrefillInputs in(state.range(0));
-          std::vector<float16> out(in.q.size());
-          const Full causal{.causal = true};
-          const Options options{.threads = team};
-          const auto qv = bhld(in.q.data(), 1, PrefillInputs::kQueryHeads, kCachePrefillRows, PrefillInputs::kDim);
-          const auto ov = bhld(out.data(), 1, PrefillInputs::kQueryHeads, kCachePrefillRows, PrefillInputs::kDim);
-          const auto over_cache = [&] {
-            return detail::seconds_of([&] { attention(causal, qv, in.paged(), ov, options); });
-          };
-          const auto on_tensors = [&] {
-            return detail::seconds_of([&] {
-              attention(causal, qv, bhld(in.k.data(), 1, PrefillInputs::kKvHeads, in.n, PrefillInputs::kDim),
-                        bhld(in.v.data(), 1, PrefillInputs::kKvHeads, in.n, PrefillInputs::kDim), ov, options);
-            });
-          };
-          over_cache();  // warm: scratch, pages of the widened K/V
-          std::vector<double> cache_times, ratios;
-          for (auto _ : state) {
-            for (int round = 0; round < kCachePrefillRounds; ++round) {
-              double cache = 0, tensor = 0;
-              if (round % 2 == 0) {
-                cache = over_cache(), tensor = on_tensors();
-              } else {
-                tensor = on_tensors(), cache = over_cache();
-              }
-              cache_times.push_back(cache);
-              ratios.push_back(tensor / cache);
-            }
-            state.SetIterationTime(median(cache_times));
-          }
-          set_ratio_counters(state, "of_tensor", ratios);
+    auto* family = register_at(name, sizes(kCachePrefillTokens, kCachePrefillTokens), [=](benchmark::State& state) {
+      const PrefillInputs in(state.range(0));
+      std::vector<float16> out(in.q.size());
+      const Full causal{.causal = true};
+      const Options options{.threads = team};
+      const auto qv = bhld(in.q.data(), 1, PrefillInputs::kQueryHeads, kCachePrefillRows, PrefillInputs::kDim);
+      const auto ov = bhld(out.data(), 1, PrefillInputs::kQueryHeads, kCachePrefillRows, PrefillInputs::kDim);
+      const auto over_cache = [&] {
+        return detail::seconds_of([&] { attention(causal, qv, in.paged(), ov, options); });
+      };
+      const auto on_tensors = [&] {
+        return detail::seconds_of([&] {
+          attention(causal, qv, bhld(in.k.data(), 1, PrefillInputs::kKvHeads, in.n, PrefillInputs::kDim),
+                    bhld(in.v.data(), 1, PrefillInputs::kKvHeads, in.n, PrefillInputs::kDim), ov, options);
         });
+      };
+      over_cache();  // warm: scratch, pages of the widened K/V
+      std::vector<double> cache_times, ratios;
+      for (auto _ : state) {
+        for (int round = 0; round < kCachePrefillRounds; ++round) {
+          double cache = 0, tensor = 0;
+          if (round % 2 == 0) {
+            cache = over_cache(), tensor = on_tensors();
+          } else {
+            tensor = on_tensors(), cache = over_cache();
+          }
+          cache_times.push_back(cache);
+          ratios.push_back(tensor / cache);
+        }
+        state.SetIterationTime(median(cache_times));
+      }
+      set_ratio_counters(state, "of_tensor", ratios);
+    });
     if (family == nullptr) continue;
     family->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
     registry.add(name, BenchmarkInfo{"paired", "cache_prefill", PrefillInputs::kDim, team});
@@ -189,8 +189,8 @@ inline void register_mixed_batch_paired(Registry& registry, int threads) {
     auto* family = register_at(name, sizes(kCachePrefillTokens, kCachePrefillTokens), [=](benchmark::State& state) {
       const MixedInputs in(state.range(0));
       const index_t total = in.offsets.back(), decodes = kMixedBatchSequences - 1;
-      std::vector<float16> out(in.q.size()), chunk_q(static_cast<std::size_t>(MixedInputs::kQueryHeads * kMixedBatchChunk *
-                                                                             MixedInputs::kDim)),
+      std::vector<float16> out(in.q.size()),
+          chunk_q(static_cast<std::size_t>(MixedInputs::kQueryHeads * kMixedBatchChunk * MixedInputs::kDim)),
           decode_q(static_cast<std::size_t>(decodes * MixedInputs::kQueryHeads * MixedInputs::kDim));
       // The separate calls' queries: [1, Hq, 1024, D] and [7, Hq, 1, D], from the packed rows.
       for (index_t h = 0; h < MixedInputs::kQueryHeads; ++h) {
@@ -205,17 +205,18 @@ inline void register_mixed_batch_paired(Registry& registry, int threads) {
       const auto one_call = [&] {
         return detail::seconds_of([&] {
           attention(causal, bhld(in.q.data(), 1, MixedInputs::kQueryHeads, total, MixedInputs::kDim), in.offsets,
-                    in.sequences(0, kMixedBatchSequences), bhld(out.data(), 1, MixedInputs::kQueryHeads, total, MixedInputs::kDim),
-                    options);
+                    in.sequences(0, kMixedBatchSequences),
+                    bhld(out.data(), 1, MixedInputs::kQueryHeads, total, MixedInputs::kDim), options);
         });
       };
       const auto two_calls = [&] {
         return detail::seconds_of([&] {
           attention(causal, bhld(chunk_q.data(), 1, MixedInputs::kQueryHeads, kMixedBatchChunk, MixedInputs::kDim),
-                    in.sequences(0, 1), bhld(out.data(), 1, MixedInputs::kQueryHeads, kMixedBatchChunk, MixedInputs::kDim),
-                    options);
+                    in.sequences(0, 1),
+                    bhld(out.data(), 1, MixedInputs::kQueryHeads, kMixedBatchChunk, MixedInputs::kDim), options);
           attention(causal, bhld(decode_q.data(), decodes, MixedInputs::kQueryHeads, 1, MixedInputs::kDim),
-                    in.sequences(1, decodes), bhld(out.data(), decodes, MixedInputs::kQueryHeads, 1, MixedInputs::kDim), options);
+                    in.sequences(1, decodes), bhld(out.data(), decodes, MixedInputs::kQueryHeads, 1, MixedInputs::kDim),
+                    options);
         });
       };
       one_call();  // warm
@@ -250,9 +251,9 @@ inline void write_cache_prefill_targets(std::ostream& out, const ReportData& dat
     out << "| prefill over a cache: Lq = " << kCachePrefillRows << " over " << kCachePrefillTokens
         << " paged fp16 tokens, causal, " << team << (team == 1 ? " thread" : " threads")
         << ": of the tensor call on contiguous fp16, paired | "
-        << (value ? detail::ratio_text(*value, *detail::find_counter(data.runs, name, kCachePrefillTokens, "of_tensor_min"),
-                                       *detail::find_counter(data.runs, name, kCachePrefillTokens, "of_tensor_max"), 100,
-                                       1, "%")
+        << (value ? detail::ratio_text(
+                        *value, *detail::find_counter(data.runs, name, kCachePrefillTokens, "of_tensor_min"),
+                        *detail::find_counter(data.runs, name, kCachePrefillTokens, "of_tensor_max"), 100, 1, "%")
                   : std::string("not measured"))
         << " | >= " << detail::fixed(100 * kCachePrefillTarget, 0) << "% | "
         << (value ? (*value >= kCachePrefillTarget ? "yes" : "NO") : "-") << " |\n";
@@ -261,9 +262,9 @@ inline void write_cache_prefill_targets(std::ostream& out, const ReportData& dat
     out << "| mixed batch: a " << kMixedBatchChunk << "-row chunk and " << kMixedBatchSequences - 1
         << " one-row decodes over " << kCachePrefillTokens << "-token paged fp16 caches in one call, " << team
         << (team == 1 ? " thread" : " threads") << ": of the two separate calls, paired | "
-        << (ratio ? detail::ratio_text(*ratio, *detail::find_counter(data.runs, mixed, kCachePrefillTokens, "of_separate_min"),
-                                       *detail::find_counter(data.runs, mixed, kCachePrefillTokens, "of_separate_max"),
-                                       100, 1, "%")
+        << (ratio ? detail::ratio_text(
+                        *ratio, *detail::find_counter(data.runs, mixed, kCachePrefillTokens, "of_separate_min"),
+                        *detail::find_counter(data.runs, mixed, kCachePrefillTokens, "of_separate_max"), 100, 1, "%")
                   : std::string("not measured"))
         << " | >= " << detail::fixed(100 * kMixedBatchTarget, 0) << "% | "
         << (ratio ? (*ratio >= kMixedBatchTarget ? "yes" : "NO") : "-") << " |\n";

@@ -4,8 +4,8 @@
 
 #include <span>
 #include <string>
-#include <vector>
 #include <type_traits>
+#include <vector>
 
 #include "attnkit/cache/cache_rows.hpp"
 #include "attnkit/cache/decode_rules.hpp"
@@ -112,12 +112,14 @@ void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cac
   for (index_t b = 0; b < geometry.batch; ++b) {
     any_decode = any_decode || geometry.on_decode_schedule(b);
     if (!geometry.on_decode_schedule(b))
-      prefill_pairs += static_cast<double>(geometry.rows(b)) * static_cast<double>(cache.lengths[static_cast<std::size_t>(b)]);
+      prefill_pairs +=
+          static_cast<double>(geometry.rows(b)) * static_cast<double>(cache.lengths[static_cast<std::size_t>(b)]);
   }
   const double per_pair = 2.0 * static_cast<double>(shape.head_dim + shape.value_dim) * static_cast<double>(q.heads());
   if (prefill_pairs > 0) {
     kernel::run_cache_prefill(pattern, geometry, rows, q, out, lse, static_cast<float>(scale), modifiers,
-                              options.quantized_query, parallel::resolve_threads(options.threads, prefill_pairs * per_pair));
+                              options.quantized_query,
+                              parallel::resolve_threads(options.threads, prefill_pairs * per_pair));
   }
   if (!any_decode) return;
   double pairs = 0;
@@ -132,8 +134,8 @@ void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cac
 /// invalid_argument naming it, a pattern type that cannot is a compile-time error.
 template <class P, class Q, AnyKvCache Cache, class Out, class Lse>
 void decode_front_door(const P& pattern, const TensorView<Q>& q, const Cache& cache, const TensorView<Out>& out,
-                       const TensorView<Lse>* lse, const Options& options,
-                       std::span<const index_t> query_offsets = {}, bool packed = false) {
+                       const TensorView<Lse>* lse, const Options& options, std::span<const index_t> query_offsets = {},
+                       bool packed = false) {
   if constexpr (check_decode_types<Q, Out, Lse>()) {
     using E = std::remove_const_t<Q>;
     if constexpr (PatternVariant<P>) {
@@ -188,10 +190,9 @@ requires(AttentionPattern<P> || PatternVariant<P>) void attention(const P& patte
 /// them at position lengths[b] - count_b + i; out [1, Hq, total, Dv] alike. Each sequence runs
 /// the decode or the prefill schedule by its own count; otherwise as above.
 template <class P, class Q, AnyKvCache Cache, class Out>
-requires(AttentionPattern<P> || PatternVariant<P>) void attention(const P& pattern, TensorView<Q> q,
-                                                                  std::span<const index_t> query_offsets,
-                                                                  const Cache& cache, TensorView<Out> out,
-                                                                  const Options& options = {}) {
+requires(AttentionPattern<P> ||
+         PatternVariant<P>) void attention(const P& pattern, TensorView<Q> q, std::span<const index_t> query_offsets,
+                                           const Cache& cache, TensorView<Out> out, const Options& options = {}) {
   detail::decode_front_door(pattern, q, detail::readable_cache(cache), out,
                             static_cast<const TensorView<float>*>(nullptr), options, query_offsets, true);
 }

@@ -93,8 +93,7 @@ void run_decode(const P& pattern, const TensorView<Q>& q, const Cache& cache, co
     using QE = std::remove_const_t<Q>;
     const auto run = [&]<class Held>(const Held& held) {
       kernel_table().decode_entries<E>().template get<QE, Out>()(PatternRef(&held), TensorView<const QE>(q),
-                                                                 query_offsets, CacheRef<E>(&cache), out, lse,
-                                                                 options);
+                                                                 query_offsets, CacheRef<E>(&cache), out, lse, options);
     };
     if constexpr (PatternVariant<P>) {
       std::visit(run, pattern);  // a held kind that cannot decode: the entry point refuses it by name

@@ -135,8 +135,8 @@ void append_rows(py::handle cache_object, py::handle k_object, py::handle v_obje
 
 /// reference::attention over the cache in float64 (out and lse float64 NumPy arrays).
 py::object reference_decode(py::handle pattern_object, py::handle q_object, py::handle cache_object, bool with_lse,
-                            std::optional<double> scale, double softcap, py::handle alibi_slopes,
-                            bool quantized_query, py::handle query_offsets_object) {
+                            std::optional<double> scale, double softcap, py::handle alibi_slopes, bool quantized_query,
+                            py::handle query_offsets_object) {
   const PatternArg pattern = pattern_arg(pattern_object);
   const CacheVariant cache = cache_view(cache_object);
   const TensorArg q = tensor_arg(q_object, "q");

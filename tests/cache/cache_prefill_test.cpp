@@ -13,6 +13,7 @@
 
 #include "attnkit/attnkit.hpp"
 #include "support/accuracy.hpp"
+#include "support/cache_checks.hpp"
 #include "support/plan_checks.hpp"
 #include "support/test_cache.hpp"
 #include "support/test_data.hpp"
@@ -21,26 +22,6 @@ namespace attnkit::testing {
 namespace {
 
 constexpr index_t kRows = kDecodeScheduleRows + 36;  // the prefill schedule
-
-/// attention over the cache against reference::attention (out and lse), with `options`.
-template <class Out, class Q, class Cache, class P>
-void expect_prefill_matches_reference(const P& pattern, const std::vector<Q>& q, index_t q_heads, index_t q_len,
-                              const Cache& cache, index_t batch, index_t head_dim, index_t value_dim,
-                              const std::string& label, const Options& options = {}) {
-  const auto qv = bhld(q.data(), batch, q_heads, q_len, head_dim);
-  std::vector<Out> out(static_cast<std::size_t>(batch * q_heads * q_len * value_dim), store_as<Out>(kNaN));
-  std::vector<float> lse(static_cast<std::size_t>(batch * q_heads * q_len), 0.0f);
-  attention(pattern, qv, cache, bhld(out.data(), batch, q_heads, q_len, value_dim),
-            lse_view(lse.data(), batch, q_heads, q_len), options);
-  std::vector<double> ref(out.size()), ref_lse(lse.size());
-  reference::attention(pattern, qv, cache, bhld(ref.data(), batch, q_heads, q_len, value_dim),
-                       lse_view(ref_lse.data(), batch, q_heads, q_len), options);
-  std::vector<double> got(out.size()), got_lse(lse.begin(), lse.end());
-  for (std::size_t i = 0; i < out.size(); ++i) got[i] = static_cast<double>(widen(out[i]));
-  const auto view = [&](const std::vector<double>& x, index_t dim) { return bhld(x.data(), batch, q_heads, q_len, dim); };
-  EXPECT_TRUE(all_close<double>(view(got, value_dim), view(ref, value_dim), decode_tolerance<Out>())) << label;
-  EXPECT_TRUE(all_close<double>(view(got_lse, 1), view(ref_lse, 1), Tolerance{2e-5, 1e-6})) << label << " (lse)";
-}
 
 // Every mask kind and combination over float caches, contiguous (also heads interleaved) and
 // paged with a shared page; sequences of 613 tokens, 0, 40 (fewer than the rows: the first
@@ -52,16 +33,7 @@ TEST(CachePrefill, EveryPatternMatchesTheReference) {
     cache.fill(capacity, 71, {613, 0, 40, 450});
     const std::vector<float> q = make_queries<float>(batch * q_heads * kRows * head_dim, 72);
     const auto check = [&](const auto& pattern, const std::string& name) {
-      const std::string label = name + (paged ? ", paged" : ", contiguous");
-      if (paged) {
-        expect_prefill_matches_reference<float>(pattern, q, q_heads, kRows, cache.paged_view(), batch, head_dim, value_dim,
-                                        label);
-      } else {
-        expect_prefill_matches_reference<float>(pattern, q, q_heads, kRows, cache.contiguous(), batch, head_dim, value_dim,
-                                        label);
-        expect_prefill_matches_reference<float>(pattern, q, q_heads, kRows, cache.heads_interleaved(), batch, head_dim,
-                                        value_dim, label + ", heads interleaved");
-      }
+      expect_views_match_reference<float>(pattern, q, q_heads, kRows, cache, name);
     };
     check(Full{}, "Full");
     check(Full{.causal = true}, "Full causal");
@@ -95,14 +67,15 @@ TEST(CachePrefill, RowsAreTheSquareCallsLastRowsBitForBit) {
   const auto check = [&](const auto& pattern, const std::string& name) {
     std::vector<float> rows(static_cast<std::size_t>(q_heads * kRows * value_dim));
     std::vector<float> square(static_cast<std::size_t>(q_heads * length * value_dim));
-    attention(pattern, bhld(q.data(), 1, q_heads, kRows, head_dim), view, bhld(rows.data(), 1, q_heads, kRows, value_dim));
+    attention(pattern, bhld(q.data(), 1, q_heads, kRows, head_dim), view,
+              bhld(rows.data(), 1, q_heads, kRows, value_dim));
     attention(pattern, bhld(static_cast<const float*>(square_q.data()), 1, q_heads, length, head_dim), keys, values,
               bhld(square.data(), 1, q_heads, length, value_dim));
     for (index_t h = 0; h < q_heads; ++h)
-      EXPECT_EQ(std::memcmp(rows.data() + h * kRows * value_dim,
-                            square.data() + (h * length + length - kRows) * value_dim,
-                            static_cast<std::size_t>(kRows * value_dim) * sizeof(float)),
-                0)
+      EXPECT_EQ(
+          std::memcmp(rows.data() + h * kRows * value_dim, square.data() + (h * length + length - kRows) * value_dim,
+                      static_cast<std::size_t>(kRows * value_dim) * sizeof(float)),
+          0)
           << name << ", head " << h;
   };
   check(Full{.causal = true}, "Full causal");
@@ -130,13 +103,15 @@ TEST(CachePrefill, CacheTypesQueriesAndOptions) {
       const std::vector<float16> qh = make_queries<float16>(qf.size(), 78);
       const std::string label = std::string(type) + (paged ? ", paged" : ", contiguous");
       const auto check = [&](const auto& view) {
-        expect_prefill_matches_reference<bfloat16>(pattern, qb, q_heads, kRows, view, batch, head_dim, value_dim, label + " bf16");
-        expect_prefill_matches_reference<float>(pattern, qh, q_heads, kRows, view, batch, head_dim, value_dim, label + " fp16->f");
-        expect_prefill_matches_reference<float>(pattern, qf, q_heads, kRows, view, batch, head_dim, value_dim,
-                                        label + " modifiers", modified);
+        expect_cache_call_matches_reference<bfloat16>(pattern, qb, q_heads, kRows, view, batch, head_dim, value_dim,
+                                                      label + " bf16");
+        expect_cache_call_matches_reference<float>(pattern, qh, q_heads, kRows, view, batch, head_dim, value_dim,
+                                                   label + " fp16->f");
+        expect_cache_call_matches_reference<float>(pattern, qf, q_heads, kRows, view, batch, head_dim, value_dim,
+                                                   label + " modifiers", modified);
         if constexpr (std::is_same_v<E, q8_0_block>) {
-          expect_prefill_matches_reference<float>(pattern, qf, q_heads, kRows, view, batch, head_dim, value_dim,
-                                          label + " 8-bit query mode", quantized);
+          expect_cache_call_matches_reference<float>(pattern, qf, q_heads, kRows, view, batch, head_dim, value_dim,
+                                                     label + " 8-bit query mode", quantized);
         }
       };
       if (paged) {
@@ -225,8 +200,8 @@ TEST(PackedRows, MixedCountsMatchTheReferenceAndSeparateCalls) {
       if (count == 0) continue;
       std::vector<index_t> length{cache.lengths[static_cast<std::size_t>(b)]};
       const PagedKvCache<float16> alone{all.k_pages, all.v_pages,
-                                        PageTable{all.block_table.data + b * all.block_table.stride, 1, all.block_table.pages_per_sequence,
-                                                  all.block_table.stride},
+                                        PageTable{all.block_table.data + b * all.block_table.stride, 1,
+                                                  all.block_table.pages_per_sequence, all.block_table.stride},
                                         length};
       std::vector<float> single_q(static_cast<std::size_t>(q_heads * count * head_dim));
       for (index_t h = 0; h < q_heads; ++h)

@@ -19,37 +19,13 @@
 
 #include "attnkit/attnkit.hpp"
 #include "support/accuracy.hpp"
+#include "support/cache_checks.hpp"
 #include "support/plan_checks.hpp"
 #include "support/test_cache.hpp"
 #include "support/test_data.hpp"
 
 namespace attnkit::testing {
 namespace {
-
-/// Runs attnkit::attention over the cache and compares out and lse with the reference.
-template <class Out, class Q, class Cache, class P>
-void expect_matches_reference(const P& pattern, const std::vector<Q>& q, index_t q_heads, index_t q_len,
-                              const Cache& cache, index_t batch, index_t head_dim, index_t value_dim,
-                              const std::string& label, int threads = 0) {
-  const auto qv = bhld(q.data(), batch, q_heads, q_len, head_dim);
-  std::vector<Out> out(static_cast<std::size_t>(batch * q_heads * q_len * value_dim), store_as<Out>(kNaN));
-  std::vector<float> lse(static_cast<std::size_t>(batch * q_heads * q_len), 0.0f);
-  Options options;
-  options.threads = threads;
-  attention(pattern, qv, cache, bhld(out.data(), batch, q_heads, q_len, value_dim),
-            lse_view(lse.data(), batch, q_heads, q_len), options);
-  std::vector<double> ref(out.size()), ref_lse(lse.size());
-  TensorView<double> ref_lse_view = lse_view(ref_lse.data(), batch, q_heads, q_len);
-  reference::attention(pattern, qv, cache, bhld(ref.data(), batch, q_heads, q_len, value_dim), ref_lse_view);
-  std::vector<double> got(out.size()), got_lse(lse.size());
-  for (std::size_t i = 0; i < out.size(); ++i) got[i] = static_cast<double>(widen(out[i]));
-  for (std::size_t i = 0; i < lse.size(); ++i) got_lse[i] = lse[i];
-  const auto view = [&](const std::vector<double>& x, index_t dim) {
-    return bhld(x.data(), batch, q_heads, q_len, dim);
-  };
-  EXPECT_TRUE(all_close<double>(view(got, value_dim), view(ref, value_dim), decode_tolerance<Out>())) << label;
-  EXPECT_TRUE(all_close<double>(view(got_lse, 1), view(ref_lse, 1), Tolerance{2e-5, 1e-6})) << label << " (lse)";
-}
 
 /// The patterns of SPEC.md section 13 for Hq = 4 heads and caches of up to 704 tokens.
 template <class Visit>
@@ -83,18 +59,8 @@ TYPED_TEST(DecodeTest, EveryPatternMatchesTheReference) {
     for (index_t q_len : {1, 3}) {
       const std::vector<float> q = make_queries<float>(batch * q_heads * q_len * head_dim, 5 + q_len);
       for_each_decode_pattern([&](const auto& pattern, const char* name) {
-        const std::string label =
-            std::string(name) + (paged ? ", paged" : ", contiguous") + ", Lq " + std::to_string(q_len);
-        if (paged) {
-          expect_matches_reference<float>(pattern, q, q_heads, q_len, cache.paged_view(), batch, head_dim, value_dim,
-                                          label);
-        } else {
-          expect_matches_reference<float>(pattern, q, q_heads, q_len, cache.contiguous(), batch, head_dim, value_dim,
-                                          label);
-          // Heads interleaved token by token: items of all kv heads, read page by page.
-          expect_matches_reference<float>(pattern, q, q_heads, q_len, cache.heads_interleaved(), batch, head_dim,
-                                          value_dim, label + ", heads interleaved");
-        }
+        expect_views_match_reference<float>(pattern, q, q_heads, q_len, cache,
+                                            std::string(name) + ", Lq " + std::to_string(q_len));
       });
     }
   }
@@ -113,10 +79,10 @@ TYPED_TEST(DecodeTest, HalfQueriesOddDimsAndMultiHead) {
     const std::vector<float16> qh = make_queries<float16>(batch * q_heads * 2 * head_dim, 10);
     const auto pattern = Union{SlidingWindow::causal(50), Global({0, 7})};
     const auto check = [&](const auto& view) {
-      expect_matches_reference<bfloat16>(pattern, qb, q_heads, 2, view, batch, head_dim, value_dim, "bf16");
-      expect_matches_reference<float>(pattern, qb, q_heads, 2, view, batch, head_dim, value_dim, "bf16->f");
-      expect_matches_reference<float16>(pattern, qh, q_heads, 2, view, batch, head_dim, value_dim, "fp16");
-      expect_matches_reference<float>(pattern, qh, q_heads, 2, view, batch, head_dim, value_dim, "fp16->f");
+      expect_cache_call_matches_reference<bfloat16>(pattern, qb, q_heads, 2, view, batch, head_dim, value_dim, "bf16");
+      expect_cache_call_matches_reference<float>(pattern, qb, q_heads, 2, view, batch, head_dim, value_dim, "bf16->f");
+      expect_cache_call_matches_reference<float16>(pattern, qh, q_heads, 2, view, batch, head_dim, value_dim, "fp16");
+      expect_cache_call_matches_reference<float>(pattern, qh, q_heads, 2, view, batch, head_dim, value_dim, "fp16->f");
     };
     if (paged) {
       check(cache.paged_view());

@@ -141,15 +141,17 @@ void run_decode(const DecodeGeometry& geometry, const attnkit::detail::CacheRows
   DecodeCall<E> call{geometry, cache, queries, query_stride, modifiers};
   const float q_scale = scale * kLog2e<float>;
   // The 8-bit query mode's rows: blocks, scales and offsets, row by row (simd::Q8Queries).
-  const index_t row_blocks = head_dim / q8_0_block::kValues, query_blocks = quantized_query ? query_rows * row_blocks : 0;
+  const index_t row_blocks = head_dim / q8_0_block::kValues,
+                query_blocks = quantized_query ? query_rows * row_blocks : 0;
   q8_0_block* blocks = nullptr;
   float* block_scales = nullptr;
   std::int32_t* block_offsets = nullptr;
   if (quantized_query) {
     // Raw bytes (q8_0_block's float16 is not trivially default-constructible; the block, an
     // aggregate, lives in the allocation as soon as it is written).
-    blocks = reinterpret_cast<q8_0_block*>(attnkit::detail::thread_scratch<struct DecodeQuantizedBlocksTag, unsigned char>(
-        query_blocks * static_cast<index_t>(sizeof(q8_0_block))));
+    blocks =
+        reinterpret_cast<q8_0_block*>(attnkit::detail::thread_scratch<struct DecodeQuantizedBlocksTag, unsigned char>(
+            query_blocks * static_cast<index_t>(sizeof(q8_0_block))));
     block_scales = attnkit::detail::thread_scratch<struct DecodeQuantizedScalesTag, float>(query_blocks);
     block_offsets = attnkit::detail::thread_scratch<struct DecodeQuantizedOffsetsTag, std::int32_t>(query_blocks);
     call.quantized = {blocks, block_scales, block_offsets, row_blocks};
@@ -161,7 +163,8 @@ void run_decode(const DecodeGeometry& geometry, const attnkit::detail::CacheRows
   std::vector<index_t> slot_begin(work.items.size() + 1, 0);
   for (std::size_t k = 0; k < work.items.size(); ++k)
     slot_begin[k + 1] = slot_begin[k] + item_rows(work.items[k]) * (value_dim + 1);
-  float* partials = attnkit::detail::thread_scratch<struct DecodePartialsTag, float>(std::max<index_t>(1, slot_begin.back()));
+  float* partials =
+      attnkit::detail::thread_scratch<struct DecodePartialsTag, float>(std::max<index_t>(1, slot_begin.back()));
   parallel::parallel_region(threads, [&](parallel::Team& team) {
     const parallel::FlushToZero flush;  // subnormal weights cost assists (parallel/team.hpp)
     team.for_each_static(geometry.batch * q_heads, [&](index_t sequence_head) {

@@ -169,8 +169,8 @@ void decode_in_double(const P& pattern, const TensorView<const Q>& q, const Cach
 /// attends key j < lengths[b] mu times, mu the multiplicity of
 /// sequence_prefix(pattern, lengths[b])'s mask on the lengths[b] x lengths[b] shape; values of
 /// 8-bit blocks are d * q; with options.quantized_query each query row is quantized to 8-bit
-/// blocks first (quantize_q8_0 on its float values) and read back the same way. out [B, Hq, Lq, Dv] in double; empty rows give 0 (and lse -inf).
-/// O(Lq lengths[b] (D + Dv)) per head.
+/// blocks first (quantize_q8_0 on its float values) and read back the same way. out [B, Hq, Lq, Dv] in double; empty
+/// rows give 0 (and lse -inf). O(Lq lengths[b] (D + Dv)) per head.
 template <DecodablePattern P, class Q, AnyKvCache Cache>
 void attention(const P& pattern, TensorView<Q> q, const Cache& cache, TensorView<double> out,
                const Options& options = {}) {
