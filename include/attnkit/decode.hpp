@@ -108,15 +108,16 @@ void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cac
   const kernel::DecodeSpans spans = kernel::decode_spans(pattern, geometry);  // throws before any write
   const auto& rows = cache_rows<const E>(cache);
   double prefill_pairs = 0;
-  bool any_decode = false;
+  bool any_decode = false, any_prefill = false;
   for (index_t b = 0; b < geometry.batch; ++b) {
     any_decode = any_decode || geometry.on_decode_schedule(b);
-    if (!geometry.on_decode_schedule(b))
-      prefill_pairs +=
-          static_cast<double>(geometry.rows(b)) * static_cast<double>(cache.lengths[static_cast<std::size_t>(b)]);
+    if (geometry.on_decode_schedule(b)) continue;
+    any_prefill = true;  // its rows are written even when it holds no token (zeros, lse -inf)
+    prefill_pairs +=
+        static_cast<double>(geometry.rows(b)) * static_cast<double>(cache.lengths[static_cast<std::size_t>(b)]);
   }
   const double per_pair = 2.0 * static_cast<double>(shape.head_dim + shape.value_dim) * static_cast<double>(q.heads());
-  if (prefill_pairs > 0) {
+  if (any_prefill) {
     kernel::run_cache_prefill(pattern, geometry, rows, q, out, lse, static_cast<float>(scale), modifiers,
                               options.quantized_query,
                               parallel::resolve_threads(options.threads, prefill_pairs * per_pair));

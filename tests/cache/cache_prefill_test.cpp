@@ -126,6 +126,21 @@ TEST(CachePrefill, CacheTypesQueriesAndOptions) {
   run(std::type_identity<q8_0_block>{}, "q8_0");
 }
 
+// Sequences holding no token, alone in the call or beside others, get zeros and lse -inf in
+// every row on the prefill schedule too (found by the decode fuzzer: with no key in any
+// prefill-scheduled sequence the rows were left unwritten).
+TEST(CachePrefill, EmptySequencesGetZeros) {
+  const index_t head_dim = 64;
+  TestCache<float16> cache(2, 1, 64, head_dim, head_dim, true, 1, false);
+  cache.fill(64, 87, {0, 0});
+  const std::vector<float> q = make_queries<float>(2 * 5 * kRows * head_dim, 88);
+  std::vector<float> out(q.size(), kNaN), lse(static_cast<std::size_t>(2 * 5 * kRows), 0.0f);
+  attention(Full{}, bhld(q.data(), 2, 5, kRows, head_dim), cache.paged_view(), bhld(out.data(), 2, 5, kRows, head_dim),
+            lse_view(lse.data(), 2, 5, kRows));
+  EXPECT_EQ(out, std::vector<float>(out.size(), 0.0f));
+  EXPECT_EQ(lse, std::vector<float>(lse.size(), -std::numeric_limits<float>::infinity()));
+}
+
 // The same bits for 1 and 2 threads.
 TEST(CachePrefill, ThreadCountInvariance) {
   const index_t kv_heads = 2, q_heads = 8, capacity = 1024, head_dim = 64;
