@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
+#include "attnkit/kernel/decode_driver.hpp"
 #include "attnkit/simd/q8_key_dots.hpp"
 #include "support/accuracy.hpp"
 #include "support/cache_checks.hpp"
@@ -21,20 +22,24 @@
 namespace attnkit::testing {
 namespace {
 
-/// Query rows given as floats, quantized like the driver does (scale factor 1).
+/// Query rows given as floats, quantized by the driver's kernel::quantize_query_row (score
+/// factor 1).
 struct QuantizedRows {
   std::vector<q8_0_block> blocks;
   std::vector<float> scales;
   std::vector<std::int32_t> offsets;
   index_t blocks_per_row;
 
-  QuantizedRows(const std::vector<float>& rows, index_t head_dim) : blocks_per_row(head_dim / q8_0_block::kValues) {
-    for (std::size_t at = 0; at < rows.size(); at += q8_0_block::kValues) {
-      blocks.push_back(quantize_q8_0(rows.data() + at));
-      std::int32_t sum = 0;
-      for (const std::int8_t value : blocks.back().values) sum += value;
-      scales.push_back(to_float(blocks.back().scale));
-      offsets.push_back(-128 * sum);
+  QuantizedRows(const std::vector<float>& rows, index_t head_dim)
+      : blocks(rows.size() / q8_0_block::kValues),
+        scales(blocks.size()),
+        offsets(blocks.size()),
+        blocks_per_row(head_dim / q8_0_block::kValues) {
+    std::vector<float> widened(static_cast<std::size_t>(head_dim));
+    for (std::size_t r = 0; r * static_cast<std::size_t>(head_dim) < rows.size(); ++r) {
+      const std::size_t at = r * static_cast<std::size_t>(blocks_per_row);
+      kernel::quantize_query_row(rows.data() + r * static_cast<std::size_t>(head_dim), head_dim, 1.0f, widened.data(),
+                                 blocks.data() + at, scales.data() + at, offsets.data() + at);
     }
   }
   simd::Q8Queries view() const { return {blocks.data(), scales.data(), offsets.data(), blocks_per_row}; }

@@ -301,22 +301,21 @@ template <class E>
 
     // Scores of the attended keys; the K stream is followed by the block's V rows.
     const DecodeStream key_stream{true, b, heads, runs}, value_stream{false, b, heads, runs};
-    read_stream(
-        call, key_stream, value_stream, key_ahead,
-        [&](index_t h, index_t c0, index_t c1, const simd::RowPrefetch<E>& ahead) {
-          const index_t first_row = geometry.row_id(b, (heads.first + h) * group, 0);
-          if constexpr (std::is_same_v<E, q8_0_block>) {
-            if (call.quantized.active()) {
-              simd::q8_key_dots(call.quantized.from(first_row), group_rows, call.cache.key(b, heads.first + h, c0),
-                                call.cache.key_stride(), c1 - c0, head_dim, head_scores(h) + (c0 - j0), score_stride,
-                                ahead);
-              return;
-            }
-          }
-          simd::key_dots(call.queries + first_row * call.query_stride, call.query_stride, group_rows,
-                         call.cache.key(b, heads.first + h, c0), call.cache.key_stride(), c1 - c0, head_dim,
-                         head_scores(h) + (c0 - j0), score_stride, ahead);
-        });
+    read_stream(call, key_stream, value_stream, key_ahead,
+                [&](index_t h, index_t c0, index_t c1, const simd::RowPrefetch<E>& ahead) {
+                  const index_t first_row = geometry.row_id(b, (heads.first + h) * group, 0);
+                  if constexpr (std::is_same_v<E, q8_0_block>) {
+                    if (call.quantized.active()) {
+                      simd::q8_key_dots(call.quantized.from(first_row), group_rows,
+                                        call.cache.key(b, heads.first + h, c0), call.cache.key_stride(), c1 - c0,
+                                        head_dim, head_scores(h) + (c0 - j0), score_stride, ahead);
+                      return;
+                    }
+                  }
+                  simd::key_dots(call.queries + first_row * call.query_stride, call.query_stride, group_rows,
+                                 call.cache.key(b, heads.first + h, c0), call.cache.key_stride(), c1 - c0, head_dim,
+                                 head_scores(h) + (c0 - j0), score_stride, ahead);
+                });
     if (call.modifiers.active()) {
       // Soft-capping and ALiBi on the scores read (the runs), before the exclusions below.
       for (index_t r = 0; r < rows; ++r) {
