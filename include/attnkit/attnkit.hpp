@@ -28,6 +28,7 @@
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/decode.hpp"
 #include "attnkit/global_projections.hpp"
+#include "attnkit/packed.hpp"
 #include "attnkit/pattern/ascii_view.hpp"
 #include "attnkit/pattern/attended_keys.hpp"
 #include "attnkit/pattern/big_bird.hpp"

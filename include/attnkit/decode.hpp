@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "attnkit/cache/cache_rows.hpp"
@@ -16,6 +17,7 @@
 #include "attnkit/core/options.hpp"
 #include "attnkit/core/tensor_view.hpp"
 #include "attnkit/core/validate.hpp"
+#include "attnkit/kernel/cache_call.hpp"
 #include "attnkit/kernel/cache_prefill.hpp"
 #include "attnkit/kernel/decode_call.hpp"
 #include "attnkit/kernel/decode_driver.hpp"
@@ -37,21 +39,8 @@ void validate_decode(const TensorView<const Q>& q, const CacheShape& cache, bool
   validate_view("out", out, 1);
   if (packed) {
     require_size("q", q, kBatch, 1, "must be 1 with query_offsets (every sequence's rows packed along q.sizes[seq])");
-    if (static_cast<index_t>(query_offsets.size()) != cache.batch + 1) {
-      reject("query_offsets.size()", query_offsets.size(),
-             "must be the cache's batch + 1 = " + std::to_string(cache.batch + 1) + " (cu_seqlens_q)");
-    }
-    if (query_offsets.front() != 0) reject("query_offsets[0]", query_offsets.front(), "must be 0");
-    for (std::size_t b = 1; b < query_offsets.size(); ++b) {
-      if (query_offsets[b] < query_offsets[b - 1]) {
-        reject("query_offsets[" + std::to_string(b) + "]", query_offsets[b],
-               "must be >= query_offsets[" + std::to_string(b - 1) + "] = " + std::to_string(query_offsets[b - 1]));
-      }
-    }
-    if (query_offsets.back() != q.seq()) {
-      reject("query_offsets[" + std::to_string(cache.batch) + "]", query_offsets.back(),
-             "must equal q.sizes[seq] = " + std::to_string(q.seq()) + " (the packed rows)");
-    }
+    validate_offsets("query_offsets", query_offsets, cache.batch + 1, "the cache's batch + 1 (cu_seqlens_q)", q.seq(),
+                     "q.sizes[seq]");
   } else {
     require_size("q", q, kBatch, cache.batch, "must equal the cache's batch (lengths.size())");
   }
@@ -81,14 +70,28 @@ void validate_decode(const TensorView<const Q>& q, const CacheShape& cache, bool
   validate_scale_and_threads(options);
 }
 
-/// Validates, lists every row's keys (decode schedule) or builds every plan (prefill
-/// schedule), picks the threads from the work and runs: the prefill-scheduled sequences, then
-/// the others.
-template <DecodablePattern P, class Q, AnyKvCache Cache, class Out>
-void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cache, const TensorView<Out>& out,
-                const TensorView<float>* lse, const Options& options, std::span<const index_t> packed_offsets,
-                bool packed) {
+/// A validated call over a cache with its element types erased (kernel::CacheCall): one
+/// instantiation per (q, cache, out) type, whatever the pattern.
+template <class Q, AnyKvCache Cache, class Out>
+kernel::CacheCallOf<Q, cache_element_t<Cache>, Out> validated_cache_call(
+    const TensorView<const Q>& q, const Cache& cache, const TensorView<Out>& out, const TensorView<float>* lse,
+    const Options& options, std::span<const index_t> packed_offsets, bool packed) {
   using E = cache_element_t<Cache>;
+  const CacheShape shape = validate_cache(cache);
+  validate_decode(q, shape, std::is_same_v<E, q8_0_block>, out, lse, options, packed_offsets, packed);
+  const double scale = resolve_scale(options, shape.head_dim);
+  const ScoreModifiers modifiers = validate_score_modifiers(options.softcap, options.alibi_slopes, q.heads());
+  std::vector<index_t> offsets = packed ? std::vector<index_t>(packed_offsets.begin(), packed_offsets.end())
+                                        : kernel::uniform_query_offsets(shape.batch, q.seq());
+  return kernel::CacheCallOf<Q, E, Out>(q, cache_rows<const E>(cache), out, cache.lengths, std::move(offsets), packed,
+                                        shape, lse, static_cast<float>(scale), modifiers, options.quantized_query);
+}
+
+/// Runs a validated call for a pattern: lists every row's keys (decode schedule) and builds
+/// every plan (prefill schedule) before anything is written, picks the threads from the work
+/// and runs the prefill-scheduled sequences, then the others. Compiled once per pattern.
+template <DecodablePattern P>
+void run_over_cache(const P& pattern, const kernel::CacheCall& call, int requested_threads) {
   if constexpr (requires { pattern.repeats_blocks(); }) {
     if (pattern.repeats_blocks()) {
       reject("pattern", "a BigBird whose given table repeats blocks",
@@ -96,17 +99,9 @@ void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cac
              "multiplicity (run the tensor call)");
     }
   }
-  const CacheShape shape = validate_cache(cache);
-  validate_decode(q, shape, std::is_same_v<E, q8_0_block>, out, lse, options, packed_offsets, packed);
-  const double scale = resolve_scale(options, shape.head_dim);
-  const ScoreModifiers modifiers = validate_score_modifiers(options.softcap, options.alibi_slopes, q.heads());
-  const std::vector<index_t> offsets = packed ? std::vector<index_t>(packed_offsets.begin(), packed_offsets.end())
-                                              : kernel::uniform_query_offsets(shape.batch, q.seq());
-  const kernel::DecodeGeometry geometry{cache.lengths, offsets,        packed,         shape.batch,
-                                        q.heads(),     shape.kv_heads, shape.head_dim, shape.value_dim};
+  const kernel::DecodeGeometry& geometry = call.geometry();
   if (geometry.batch == 0 || geometry.q_heads == 0) return;
   const kernel::DecodeSpans spans = kernel::decode_spans(pattern, geometry);  // throws before any write
-  const auto& rows = cache_rows<const E>(cache);
   double prefill_pairs = 0;
   bool any_decode = false, any_prefill = false;
   for (index_t b = 0; b < geometry.batch; ++b) {
@@ -114,25 +109,23 @@ void run_decode(const P& pattern, const TensorView<const Q>& q, const Cache& cac
     if (geometry.on_decode_schedule(b)) continue;
     any_prefill = true;  // its rows are written even when it holds no token (zeros, lse -inf)
     prefill_pairs +=
-        static_cast<double>(geometry.rows(b)) * static_cast<double>(cache.lengths[static_cast<std::size_t>(b)]);
+        static_cast<double>(geometry.rows(b)) * static_cast<double>(geometry.lengths[static_cast<std::size_t>(b)]);
   }
-  const double per_pair = 2.0 * static_cast<double>(shape.head_dim + shape.value_dim) * static_cast<double>(q.heads());
+  const double per_pair =
+      2.0 * static_cast<double>(geometry.head_dim + geometry.value_dim) * static_cast<double>(geometry.q_heads);
   if (any_prefill) {
-    kernel::run_cache_prefill(pattern, geometry, rows, q, out, lse, static_cast<float>(scale), modifiers,
-                              options.quantized_query,
-                              parallel::resolve_threads(options.threads, prefill_pairs * per_pair));
+    kernel::run_cache_prefill(pattern, call, parallel::resolve_threads(requested_threads, prefill_pairs * per_pair));
   }
   if (!any_decode) return;
   double pairs = 0;
   for (const KeyRange& span : spans.spans) pairs += static_cast<double>(span.end - span.begin);
-  const int threads =
-      parallel::resolve_threads(options.threads, 2.0 * pairs * static_cast<double>(shape.head_dim + shape.value_dim));
-  kernel::run_decode(geometry, rows, q, out, lse, static_cast<float>(scale), modifiers, options.quantized_query,
-                     threads, spans);
+  const double flops = 2.0 * pairs * static_cast<double>(geometry.head_dim + geometry.value_dim);
+  call.run_decode_schedule(spans, parallel::resolve_threads(requested_threads, flops));
 }
 
-/// run_decode for a pattern or a variant of patterns; a held kind that cannot decode is an
-/// invalid_argument naming it, a pattern type that cannot is a compile-time error.
+/// The call validated, then run for a pattern or for the kind a variant of patterns holds; a
+/// held kind that cannot decode is an invalid_argument naming it, a pattern type that cannot
+/// is a compile-time error.
 template <class P, class Q, AnyKvCache Cache, class Out, class Lse>
 void decode_front_door(const P& pattern, const TensorView<Q>& q, const Cache& cache, const TensorView<Out>& out,
                        const TensorView<Lse>* lse, const Options& options, std::span<const index_t> query_offsets = {},
@@ -140,18 +133,20 @@ void decode_front_door(const P& pattern, const TensorView<Q>& q, const Cache& ca
   if constexpr (check_decode_types<Q, Out, Lse>()) {
     using E = std::remove_const_t<Q>;
     if constexpr (PatternVariant<P>) {
+      const auto call = validated_cache_call(TensorView<const E>(q), cache, out, lse, options, query_offsets, packed);
       std::visit(
           [&](const auto& held) {
             using Held = std::remove_cvref_t<decltype(held)>;
             if constexpr (DecodablePattern<Held>) {
-              run_decode(held, TensorView<const E>(q), cache, out, lse, options, query_offsets, packed);
+              run_over_cache(held, call, options.threads);
             } else {
               reject_undecodable<Held>();
             }
           },
           pattern);
     } else if constexpr (check_decodable<P>()) {
-      run_decode(pattern, TensorView<const E>(q), cache, out, lse, options, query_offsets, packed);
+      const auto call = validated_cache_call(TensorView<const E>(q), cache, out, lse, options, query_offsets, packed);
+      run_over_cache(pattern, call, options.threads);
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -206,6 +207,28 @@ AttentionShape validate_call(const TensorView<const T>& q, const TensorView<cons
   }
   validate_scale_and_threads(options);
   return shape;
+}
+
+/// Offsets of packed rows (flash-attn's cu_seqlens): `entries` of them (the batch + 1;
+/// `entries_rule` says why), from 0 to `total` (`total_name`, the packed extent), never
+/// decreasing. `name` is how messages name them.
+inline void validate_offsets(const std::string& name, std::span<const index_t> offsets, index_t entries,
+                             const std::string& entries_rule, index_t total, const std::string& total_name) {
+  if (static_cast<index_t>(offsets.size()) != entries) {
+    reject(name + ".size()", offsets.size(), "must be " + entries_rule + " = " + std::to_string(entries));
+  }
+  if (offsets.empty()) return;
+  if (offsets.front() != 0) reject(name + "[0]", offsets.front(), "must be 0");
+  for (std::size_t b = 1; b < offsets.size(); ++b) {
+    if (offsets[b] < offsets[b - 1]) {
+      reject(name + "[" + std::to_string(b) + "]", offsets[b],
+             "must be >= " + name + "[" + std::to_string(b - 1) + "] = " + std::to_string(offsets[b - 1]));
+    }
+  }
+  if (offsets.back() != total) {
+    reject(name + "[" + std::to_string(offsets.size() - 1) + "]", offsets.back(),
+           "must equal " + total_name + " = " + std::to_string(total) + " (the packed rows)");
+  }
 }
 
 /// Options::key_lengths: empty, or one length per batch element in [0, Lk], and only for a
