@@ -71,15 +71,17 @@ template <class P>
 concept DispatchedPatternOrVariant = DispatchedPattern<P> || kAllAlternatives<P, IsDispatchedPattern>;
 
 namespace detail {
-/// The held kind's entry point, once the element types passed attnkit::attention's checks.
+/// The held kind's entry point, once the element types passed attnkit::attention's checks;
+/// `packed` null for the tensor call, else packed sequences' offsets.
 template <class P, class Q, class K, class V, class Out, class Lse>
 void run(const P& pattern, const TensorView<Q>& q, const TensorView<K>& k, const TensorView<V>& v,
-         const TensorView<Out>& out, const TensorView<Lse>* lse, const Options& options) {
+         const TensorView<Out>& out, const TensorView<Lse>* lse, const Options& options,
+         const PackedOffsets* packed = nullptr) {
   visit_pattern(pattern, [&]<class Held>(const Held& held) {
     if constexpr (attnkit::detail::check_element_types<Held, Q, K, V, Out, Lse>()) {
       using E = std::remove_const_t<Q>;
       attention_entry<E, Out>()(PatternRef(&held), TensorView<const E>(q), TensorView<const E>(k),
-                                TensorView<const E>(v), out, lse, options);
+                                TensorView<const E>(v), out, lse, options, packed);
     }
   });
 }
@@ -121,6 +123,34 @@ template <DispatchedPatternOrVariant P, class Q, class K, class V, class Out, cl
 void attention(const P& pattern, TensorView<Q> q, TensorView<K> k, TensorView<V> v, TensorView<Out> out,
                TensorView<Lse> lse, const Options& options = {}) {
   detail::run(pattern, q, k, v, out, &lse, options);
+}
+
+/// attnkit::attention on packed sequences (packed.hpp, SPEC.md section 0) run by the current
+/// target's kernels: the same contract (a mask kind, or a Schedule layer holding one; another
+/// held kind is an invalid_argument naming it) and results bitwise identical to it in a
+/// program compiled for that target.
+template <DispatchedPatternOrVariant P, class Q, class K, class V, class Out>
+void attention(const P& pattern, TensorView<Q> q, std::span<const index_t> query_offsets, TensorView<K> k,
+               TensorView<V> v, std::span<const index_t> key_offsets, TensorView<Out> out,
+               const Options& options = {}) {
+  static_assert(PatternVariant<P> || MaskedPattern<P>,
+                "attnkit::dispatch::attention on packed sequences: the pattern must be a mask kind (Full, "
+                "SlidingWindow, Dilated, Global, BlockSparse, BigBird)");
+  const PackedOffsets packed{query_offsets, key_offsets};
+  detail::run(pattern, q, k, v, out, static_cast<const TensorView<attnkit::detail::lse_type_t<Q>>*>(nullptr), options,
+              &packed);
+}
+
+/// As above, with the per-row log-sum-exp (lse [1, Hq, total_q, 1]).
+template <DispatchedPatternOrVariant P, class Q, class K, class V, class Out, class Lse>
+void attention(const P& pattern, TensorView<Q> q, std::span<const index_t> query_offsets, TensorView<K> k,
+               TensorView<V> v, std::span<const index_t> key_offsets, TensorView<Out> out, TensorView<Lse> lse,
+               const Options& options = {}) {
+  static_assert(PatternVariant<P> || MaskedPattern<P>,
+                "attnkit::dispatch::attention on packed sequences: the pattern must be a mask kind (Full, "
+                "SlidingWindow, Dilated, Global, BlockSparse, BigBird)");
+  const PackedOffsets packed{query_offsets, key_offsets};
+  detail::run(pattern, q, k, v, out, &lse, options, &packed);
 }
 
 /// attnkit::attention over a KV cache (decode.hpp, SPEC.md section 13) run by the current

@@ -97,6 +97,15 @@ void run_packed(const P& pattern, const TensorView<const E>& q, std::span<const 
     kernel::execute(sequence_call(b, lse_of(b)), plans[static_cast<std::size_t>(b)], tiles);
 }
 
+/// The error for a kind that is not a mask met at run time (held by a Schedule layer, or by
+/// attnkit::dispatch's pattern reference).
+template <class Held>
+[[noreturn]] void reject_unpackable() {
+  reject("pattern", Kinds::name_of<Held>(),
+         "packed sequences take mask kinds and their combinations (Linformer, Lsh and KernelizedRpe read the whole "
+         "sequence: run the tensor call per sequence)");
+}
+
 /// run_packed once the pattern and the element types passed the checks; for a Schedule layer,
 /// for the kind it holds.
 template <class P, class Q, class K, class V, class Out, class Lse>
@@ -110,9 +119,7 @@ void packed_front_door(const P& pattern, const TensorView<Q>& q, std::span<const
           if constexpr (MaskedPattern<Held>) {
             packed_front_door(held, q, query_offsets, k, v, key_offsets, out, lse, options);
           } else {
-            reject("pattern", Kinds::name_of<Held>(),
-                   "packed sequences take mask kinds and their combinations (Linformer, Lsh and KernelizedRpe "
-                   "read the whole sequence: run the tensor call per sequence)");
+            reject_unpackable<Held>();
           }
         },
         pattern);

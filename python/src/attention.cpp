@@ -30,9 +30,10 @@ bool is_half(DType dtype) { return dtype == DType::kBFloat16 || dtype == DType::
 
 PreparedCall prepare(py::handle q_object, py::handle k_object, py::handle v_object, py::object out, py::object lse,
                      std::optional<double> scale, int threads, py::handle key_lengths, Outputs outputs) {
-  PreparedCall call{{tensor_arg(q_object, "q"), tensor_arg(k_object, "k"), tensor_arg(v_object, "v"), {}, {}, {}},
-                    std::move(out),
-                    std::move(lse)};
+  PreparedCall call{
+      {tensor_arg(q_object, "q"), tensor_arg(k_object, "k"), tensor_arg(v_object, "v"), {}, {}, {}, false, {}, {}},
+      std::move(out),
+      std::move(lse)};
   CallViews& views = call.views;
   views.q.require_dims(4, "[B, Hq, Lq, D]");
   views.k.require_dims(4, "[B, Hk, Lk, D]");
@@ -106,6 +107,20 @@ GlobalViews global_views(py::handle global_qkv, const CallViews& call) {
   return global;
 }
 
+/// Packed sequences on tensors: query_offsets and key_offsets (int64 [B + 1] each) given
+/// together, or neither.
+void set_packed_offsets(CallViews& views, py::handle query_offsets, py::handle key_offsets) {
+  if (query_offsets.is_none() != key_offsets.is_none()) {
+    detail::reject(query_offsets.is_none() ? "key_offsets" : "query_offsets", "given",
+                   "packed sequences on tensors take query_offsets and key_offsets together (cu_seqlens_q, "
+                   "cu_seqlens_k)");
+  }
+  if (query_offsets.is_none()) return;
+  views.packed = true;
+  views.query_offsets = index_list(query_offsets, "query_offsets");
+  views.key_offsets = index_list(key_offsets, "key_offsets");
+}
+
 py::object result(const PreparedCall& call) {
   if (call.lse.is_none()) return call.out;
   return py::make_tuple(call.out, call.lse);
@@ -116,8 +131,10 @@ void run_dispatched(const dispatch::PatternRef& pattern, const CallViews& call) 
   with_call_types(call, [&]<class E, class Out>(std::type_identity<E>, std::type_identity<Out>) {
     const TensorView<compute_type_t<E>> lse =
         call.lse ? call.lse->view<compute_type_t<E>>() : TensorView<compute_type_t<E>>();
+    const dispatch::PackedOffsets packed{call.query_offsets, call.key_offsets};
     dispatch::attention_entry<E, Out>()(pattern, call.q.view<const E>(), call.k.view<const E>(), call.v.view<const E>(),
-                                        call.out.view<Out>(), call.lse ? &lse : nullptr, call.options);
+                                        call.out.view<Out>(), call.lse ? &lse : nullptr, call.options,
+                                        call.packed ? &packed : nullptr);
   });
 }
 
@@ -158,7 +175,11 @@ constexpr const char* kAttentionDoc =
     "out of q's dtype or float32, lse float32. quantized_query (8-bit caches only): the 8-bit query mode, q\n"
     "quantized to 8-bit blocks and the scores integer dot products (ggml/llama.cpp's semantics of an 8-bit cache).\n"
     "query_offsets (int64 [B + 1], flash-attn's cu_seqlens_q): packed rows, a different count per sequence:\n"
-    "q [1, Hq, total, D] holds sequence b's rows at query_offsets[b] .. query_offsets[b + 1] - 1 (out, lse alike).";
+    "q [1, Hq, total, D] holds sequence b's rows at query_offsets[b] .. query_offsets[b + 1] - 1 (out, lse alike).\n\n"
+    "attention(pattern, q, k, v, *, query_offsets, key_offsets, ...): packed sequences (flash-attn's varlen\n"
+    "layout): q [1, Hq, total_q, D], k and v [1, Hk, total_k, .], query_offsets and key_offsets (int64 [B + 1]:\n"
+    "cu_seqlens_q, cu_seqlens_k); sequence b's rows are the tensor call on its own rows and keys (the pattern cut\n"
+    "to its length), the same bits; mask kinds and their combinations.";
 
 }  // namespace
 
@@ -170,8 +191,11 @@ void bind_attention(py::module_& m) {
       "attention",
       [](py::handle pattern, py::handle q, py::handle k, py::handle v, py::object out, py::object lse,
          std::optional<double> scale, int threads, py::handle key_lengths, py::handle global_qkv, double softcap,
-         py::handle alibi_slopes, bool quantized_query, py::handle query_offsets) {
+         py::handle alibi_slopes, bool quantized_query, py::handle query_offsets, py::handle key_offsets) {
         if (is_cache(k)) {
+          if (!key_offsets.is_none()) {
+            detail::reject("key_offsets", "given", "must be omitted over a KV cache (the cache's lengths)");
+          }
           if (!v.is_none()) detail::reject("v", "given", "must be omitted over a KV cache (the cache holds V)");
           if (!key_lengths.is_none()) {
             detail::reject("key_lengths", "given", "must be omitted over a KV cache (the cache's lengths)");
@@ -182,9 +206,6 @@ void bind_attention(py::module_& m) {
           return decode_attention(pattern, q, k, std::move(out), std::move(lse), scale, threads, softcap, alibi_slopes,
                                   quantized_query, query_offsets);
         }
-        if (!query_offsets.is_none()) {
-          detail::reject("query_offsets", "given", "applies to attention over a KV cache, not to tensors");
-        }
         if (quantized_query) {
           detail::reject("quantized_query", "True", "applies to attention over an 8-bit KV cache, not to tensors");
         }
@@ -192,6 +213,10 @@ void bind_attention(py::module_& m) {
         PreparedCall call =
             prepare(q, k, v, std::move(out), std::move(lse), scale, threads, key_lengths, Outputs::kKernel);
         set_score_modifiers(call.views.options, softcap, alibi_slopes);
+        set_packed_offsets(call.views, query_offsets, key_offsets);
+        if (call.views.packed && !global_qkv.is_none()) {
+          detail::reject("global_qkv", "given", "applies to the tensor call, not to packed sequences");
+        }
         const std::optional<GlobalViews> global =
             global_qkv.is_none() ? std::nullopt : std::optional<GlobalViews>(global_views(global_qkv, call.views));
         {
@@ -208,7 +233,7 @@ void bind_attention(py::module_& m) {
       py::arg("out") = py::none(), py::arg("lse") = py::none(), py::arg("scale") = py::none(), py::arg("threads") = 0,
       py::arg("key_lengths") = py::none(), py::arg("global_qkv") = py::none(), py::arg("softcap") = 0.0,
       py::arg("alibi_slopes") = py::none(), py::arg("quantized_query") = false, py::arg("query_offsets") = py::none(),
-      kAttentionDoc);
+      py::arg("key_offsets") = py::none(), kAttentionDoc);
 
   m.def(
       "_native_call_ns",
@@ -263,7 +288,8 @@ void bind_attention(py::module_& m) {
   dispatched.def(
       "attention",
       [](py::handle pattern, py::handle q, py::handle k, py::handle v, py::object out, py::object lse,
-         std::optional<double> scale, int threads, py::handle key_lengths, double softcap, py::handle alibi_slopes) {
+         std::optional<double> scale, int threads, py::handle key_lengths, double softcap, py::handle alibi_slopes,
+         py::handle query_offsets, py::handle key_offsets) {
         const PatternArg held = pattern_arg(pattern);
         const auto* registered = std::get_if<dispatch::PatternRef>(&held);
         if (registered == nullptr) {
@@ -274,6 +300,7 @@ void bind_attention(py::module_& m) {
         PreparedCall call =
             prepare(q, k, v, std::move(out), std::move(lse), scale, threads, key_lengths, Outputs::kKernel);
         set_score_modifiers(call.views.options, softcap, alibi_slopes);
+        set_packed_offsets(call.views, query_offsets, key_offsets);
         {
           py::gil_scoped_release unlocked;
           run_dispatched(*registered, call.views);
@@ -283,6 +310,7 @@ void bind_attention(py::module_& m) {
       py::arg("pattern"), py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("out") = py::none(),
       py::arg("lse") = py::none(), py::arg("scale") = py::none(), py::arg("threads") = 0,
       py::arg("key_lengths") = py::none(), py::arg("softcap") = 0.0, py::arg("alibi_slopes") = py::none(),
+      py::arg("query_offsets") = py::none(), py::arg("key_offsets") = py::none(),
       "attnkit.attention for a registered kind, on the current target's kernels.");
 }
 

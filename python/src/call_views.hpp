@@ -5,10 +5,12 @@
 #include <optional>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "attnkit/attention.hpp"
 #include "attnkit/core/call.hpp"
 #include "attnkit/core/options.hpp"
+#include "attnkit/packed.hpp"
 #include "patterns.hpp"
 #include "tensor_arg.hpp"
 
@@ -21,6 +23,10 @@ struct CallViews {
   TensorArg q, k, v, out;
   std::optional<TensorArg> lse;
   Options options;
+  /// Packed sequences (attnkit/packed.hpp): q, k, v, out [1, H, total, .] with these offsets
+  /// (cu_seqlens_q, cu_seqlens_k); false for the tensor call.
+  bool packed = false;
+  std::vector<index_t> query_offsets, key_offsets;
 };
 
 /// with_element_types for the call's q and out (double included).
@@ -29,14 +35,21 @@ void with_call_types(const CallViews& call, F&& f) {
   with_element_types<true>(call.q.dtype, call.out.dtype, std::forward<F>(f));
 }
 
-/// attnkit::attention(pattern, q, k, v, out[, lse], options) on the call's views; `pattern` is
-/// a pattern or a std::variant of patterns.
+/// attnkit::attention(pattern, q, k, v, out[, lse], options) on the call's views, or its packed
+/// form (packed.hpp) when call.packed; `pattern` is a pattern or a std::variant of patterns.
 template <class P>
 void run_attention(const P& pattern, const CallViews& call) {
   with_call_types(call, [&]<class E, class Out>(std::type_identity<E>, std::type_identity<Out>) {
     const auto q = call.q.view<const E>(), k = call.k.view<const E>(), v = call.v.view<const E>();
     const auto out = call.out.view<Out>();
-    if (call.lse) {
+    if (call.packed) {
+      if (call.lse) {
+        attnkit::attention(pattern, q, call.query_offsets, k, v, call.key_offsets, out,
+                           call.lse->view<compute_type_t<E>>(), call.options);
+      } else {
+        attnkit::attention(pattern, q, call.query_offsets, k, v, call.key_offsets, out, call.options);
+      }
+    } else if (call.lse) {
       attnkit::attention(pattern, q, k, v, out, call.lse->view<compute_type_t<E>>(), call.options);
     } else {
       attnkit::attention(pattern, q, k, v, out, call.options);

@@ -372,3 +372,48 @@ def test_score_modifier_errors(rng):
         attnkit.attention(attnkit.Full(), q, k, v, alibi_slopes=[0.5, 0.25, 0.125])
     with pytest.raises(ValueError, match="alibi_slopes = str"):
         attnkit.attention(attnkit.Full(), q, k, v, alibi_slopes="slopes")
+
+
+def test_packed_sequences_match_each_sequence_alone(rng):
+    """query_offsets and key_offsets on tensors (flash-attn's varlen layout): each sequence's rows against a plain
+    NumPy softmax over its own keys (causal bottom-right when its counts differ; no keys: zeros), the same bits as
+    its own call, through attnkit.attention (a registered kind and a combination) and attnkit.dispatch."""
+    counts = [(37, 37), (20, 50), (9, 3), (4, 0), (0, 6), (70, 70)]
+    query_offsets = np.cumsum([0] + [rows for rows, _ in counts]).astype(np.int64)
+    key_offsets = np.cumsum([0] + [keys for _, keys in counts]).astype(np.int64)
+    q = rng.standard_normal((1, HQ, int(query_offsets[-1]), 16)).astype(np.float32)
+    k = rng.standard_normal((1, 2, int(key_offsets[-1]), 16)).astype(np.float32)
+    v = rng.standard_normal((1, 2, int(key_offsets[-1]), 8)).astype(np.float32)
+    causal = attnkit.Full(causal=True)
+    window = attnkit.Intersection(attnkit.SlidingWindow.symmetric(5), attnkit.Full(causal=True))
+    # The window's dense mask is written for square sequences (SPEC.md section 2); causal for any counts.
+    for pattern, mask, square_only in ((causal, lambda n, m: full_mask(HQ, n, m, causal=True), False),
+                                       (window, lambda n, m: window_mask(HQ, n, m, 5, 5) & full_mask(HQ, n, m, True),
+                                        True)):
+        out, lse = attnkit.attention(pattern, q, k, v, lse=True, query_offsets=query_offsets, key_offsets=key_offsets)
+        for b, (rows, keys) in enumerate(counts):
+            qs = q[:, :, query_offsets[b]:query_offsets[b + 1]]
+            ks, vs = (x[:, :, key_offsets[b]:key_offsets[b + 1]] for x in (k, v))
+            rows_out = out[:, :, query_offsets[b]:query_offsets[b + 1]]
+            if rows == 0:
+                continue
+            np.testing.assert_array_equal(rows_out, attnkit.attention(pattern, qs, ks, vs))
+            if keys == 0:
+                assert not rows_out.any() and np.all(lse[:, :, query_offsets[b]:query_offsets[b + 1]] == -np.inf)
+                continue
+            if square_only and rows != keys:
+                continue
+            ref, ref_lse = dense_attention(qs, ks, vs, mask(rows, keys))
+            assert_float_close(rows_out, ref, v)
+            np.testing.assert_allclose(lse[:, :, query_offsets[b]:query_offsets[b + 1]], ref_lse, rtol=1e-5, atol=2e-5)
+    dispatched = attnkit.dispatch.attention(causal, q, k, v, query_offsets=query_offsets, key_offsets=key_offsets)
+    np.testing.assert_array_equal(dispatched, attnkit.attention(causal, q, k, v, query_offsets=query_offsets,
+                                                                key_offsets=key_offsets))
+    with pytest.raises(ValueError, match="key_offsets = given: packed sequences on tensors take query_offsets and"):
+        attnkit.attention(causal, q, k, v, key_offsets=key_offsets)
+    with pytest.raises(ValueError, match="key_offsets\\[6\\] = 165: must equal k.sizes\\[seq\\] = 166"):
+        short = key_offsets.copy()
+        short[6] -= 1
+        attnkit.attention(causal, q, k, v, query_offsets=query_offsets, key_offsets=short)
+    with pytest.raises(ValueError, match="pattern = Lsh: packed sequences take mask kinds"):
+        attnkit.attention(attnkit.Lsh(), q, k, v, query_offsets=query_offsets, key_offsets=key_offsets)

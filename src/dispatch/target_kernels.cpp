@@ -5,6 +5,7 @@
 #include "attnkit/attention.hpp"
 #include "attnkit/decode.hpp"
 #include "attnkit/dispatch/kernel_table.hpp"
+#include "attnkit/packed.hpp"
 #include "attnkit/simd/batch.hpp"
 
 #ifndef ATTNKIT_DISPATCH_TABLE
@@ -17,10 +18,17 @@ template <class E, class Out>
 void attention_entry(const attnkit::dispatch::PatternRef& pattern, const attnkit::TensorView<const E>& q,
                      const attnkit::TensorView<const E>& k, const attnkit::TensorView<const E>& v,
                      const attnkit::TensorView<Out>& out, const attnkit::TensorView<attnkit::compute_type_t<E>>* lse,
-                     const attnkit::Options& options) {
+                     const attnkit::Options& options, const attnkit::dispatch::PackedOffsets* packed) {
   std::visit(
       [&]<class P>(const P* p) {
-        if (lse == nullptr) {
+        if (packed != nullptr) {
+          if constexpr (attnkit::MaskedPattern<P>) {
+            attnkit::detail::packed_front_door(*p, q, packed->query_offsets, k, v, packed->key_offsets, out, lse,
+                                               options);
+          } else {
+            attnkit::detail::reject_unpackable<P>();
+          }
+        } else if (lse == nullptr) {
           attnkit::attention(*p, q, k, v, out, options);
         } else {
           attnkit::attention(*p, q, k, v, out, *lse, options);

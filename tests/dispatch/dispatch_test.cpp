@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <variant>
 
+#include "attnkit/cache/sequence_pattern.hpp"
 #include "attnkit/core/errors.hpp"
 #include "attnkit/core/shape.hpp"
 #include "attnkit/dispatch.hpp"
@@ -295,6 +297,62 @@ TEST_F(Dispatch, EveryKindOverACacheOnEveryTargetDecodesOrIsRefused) {
   expect_every_kind_decodes_or_is_refused<bfloat16, bfloat16, bfloat16>();
   expect_every_kind_decodes_or_is_refused<float16, float16, float>();
   expect_every_kind_decodes_or_is_refused<q8_0_block, float, float>();
+}
+
+/// Packed sequences on every target: each registered kind's rows equal the target's own call on
+/// that sequence alone bit for bit (mask kinds; sequences of 48, 16 and 32 tokens), and the
+/// others are refused with nothing written.
+TEST_F(Dispatch, PackedSequencesOnEveryTargetAreEachSequencesOwnCall) {
+  const index_t heads = 4, dim = 16;  // the examples' heads (dispatch_kinds)
+  const std::vector<index_t> offsets{0, 48, 64, 96};
+  const std::vector<float> q = make_queries<float>(heads * 96 * dim, 31), k = make_queries<float>(heads * 96 * dim, 32),
+                           v = make_queries<float>(heads * 96 * dim, 33);
+  const auto rows = [&](const std::vector<float>& x, index_t total, index_t first, index_t count) {
+    std::vector<float> copy;
+    for (index_t h = 0; h < heads; ++h)
+      copy.insert(copy.end(), x.begin() + (h * total + first) * dim, x.begin() + (h * total + first + count) * dim);
+    return copy;
+  };
+  const std::vector<AnyKind> kinds = dispatch_kinds();
+  for (SimdTarget target : dispatch::supported_simd_targets()) {
+    dispatch::set_simd_target(target);
+    for (std::size_t kind = 0; kind < kinds.size(); ++kind) {
+      const std::string label = std::string(simd_target_name(target)) + " kind " + std::to_string(kind);
+      std::vector<float> out(static_cast<std::size_t>(heads * 96 * dim), 7.0f);
+      const auto packed_call = [&] {
+        dispatch::attention(kinds[kind], bhld(q.data(), 1, heads, 96, dim), offsets, bhld(k.data(), 1, heads, 96, dim),
+                            bhld(v.data(), 1, heads, 96, dim), offsets, bhld(out.data(), 1, heads, 96, dim));
+      };
+      const bool masked =
+          std::visit([](const auto& held) { return MaskedPattern<std::decay_t<decltype(held)>>; }, kinds[kind]);
+      if (!masked) {
+        EXPECT_THROW(packed_call(), attnkit::invalid_argument) << label;
+        for (float x : out) ASSERT_EQ(x, 7.0f) << label << ": written";
+        continue;
+      }
+      packed_call();
+      for (std::size_t b = 0; b + 1 < offsets.size(); ++b) {
+        const index_t first = offsets[b], count = offsets[b + 1] - first, keys = count;
+        const std::vector<float> qs = rows(q, 96, first, count), ks = rows(k, 96, first, keys),
+                                 vs = rows(v, 96, first, keys);
+        std::vector<float> alone(static_cast<std::size_t>(heads * count * dim));
+        std::visit(
+            [&](const auto& held) {
+              if constexpr (MaskedPattern<std::decay_t<decltype(held)>>) {
+                dispatch::attention(sequence_prefix(held, keys), bhld(qs.data(), 1, heads, count, dim),
+                                    bhld(ks.data(), 1, heads, keys, dim), bhld(vs.data(), 1, heads, keys, dim),
+                                    bhld(alone.data(), 1, heads, count, dim));
+              }
+            },
+            kinds[kind]);
+        for (index_t h = 0; h < heads; ++h)
+          ASSERT_EQ(std::memcmp(out.data() + (h * 96 + first) * dim, alone.data() + h * count * dim,
+                                sizeof(float) * static_cast<std::size_t>(count * dim)),
+                    0)
+              << label << " sequence " << b << " head " << h;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -39,12 +39,21 @@ concept DispatchedPattern = detail::PatternPointers<AnyKind>::holds<P>;
 /// its projections, so the entry points take it by address).
 using PatternRef = detail::PatternPointers<AnyKind>::type;
 
+/// The offsets of packed sequences (attnkit/packed.hpp): cu_seqlens_q and cu_seqlens_k.
+struct PackedOffsets {
+  std::span<const index_t> query_offsets;
+  std::span<const index_t> key_offsets;
+};
+
 /// attnkit::attention for q, k, v of element type E and out of type Out (E, or float for half
-/// E); lse of E's compute type, nullptr for the overload without it.
+/// E); lse of E's compute type, nullptr for the overload without it; `packed` null for the
+/// tensor call, else the offsets of packed sequences (a kind that is not a mask is refused by
+/// name).
 template <class E, class Out = E>
 using AttentionEntry = void (*)(const PatternRef& pattern, const TensorView<const E>& q, const TensorView<const E>& k,
                                 const TensorView<const E>& v, const TensorView<Out>& out,
-                                const TensorView<compute_type_t<E>>* lse, const Options& options);
+                                const TensorView<compute_type_t<E>>* lse, const Options& options,
+                                const PackedOffsets* packed);
 
 /// A KV cache of element type E, contiguous or paged, by address.
 template <class E>
