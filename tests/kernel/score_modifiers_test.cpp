@@ -56,27 +56,42 @@ TEST(AlibiSlopes, PowersOfTwoAndPressInterleavingOtherwise) {
   expect_invalid_argument([] { alibi_slopes(0); }, "alibi_slopes: heads = 0");
 }
 
-TEST(ScoreModifierSimd, TanhIsWithinAFewUlpEverywhere) {
-  constexpr index_t kW = static_cast<index_t>(simd::kWidth<float>);
-  std::vector<float> inputs{0.0f,    -0.0f, 1e-30f,  1e-8f, 0.01f,
-                            0.2499f, 0.25f, 0.2501f, 0.5f,  1.0f,
-                            3.0f,    9.0f,  20.0f,   1e30f, std::numeric_limits<float>::infinity()};
+/// simd::SoftCap (of x times its divisor factor) against cap tanh(x / cap) in double: within `ulps_of_cap` ulp of the cap
+/// everywhere (an absolute bound: the rounding of a score of the cap's size), the sign of x
+/// beyond that bound, never beyond +-cap, NaN kept.
+template <class T>
+void expect_soft_cap_within(T cap, double ulps_of_cap) {
+  constexpr index_t kW = static_cast<index_t>(simd::kWidth<T>);
+  const T infinity = std::numeric_limits<T>::infinity();
+  std::vector<T> inputs{T(0), T(1e-30), T(1e-8), T(0.01), T(1), T(3), cap / 4, cap, 9 * cap, 30 * cap, T(1e30), infinity};
   for (int e = -400; e <= 400; ++e)
-    inputs.push_back(std::ldexp(1.0f, e / 40) * (1.0f + 0.013f * static_cast<float>(e % 40)));
-  for (float& x : std::vector<float>(inputs)) inputs.push_back(-x);
-  inputs.resize(attnkit::detail::round_up(static_cast<index_t>(inputs.size()), kW), 0.5f);
-  std::vector<float> got(inputs.size());
+    inputs.push_back(cap * std::ldexp(T(1), e / 40) * (T(1) + T(0.013) * static_cast<T>(e % 40)));
+  for (T x : std::vector<T>(inputs)) inputs.push_back(-x);
+  inputs.resize(static_cast<std::size_t>(attnkit::detail::round_up(static_cast<index_t>(inputs.size()), kW)), T(0.5));
+  const simd::SoftCap<T> capped(cap);
+  const simd::Batch<T> factor(simd::SoftCap<T>::divisor_factor(cap));
+  std::vector<T> got(inputs.size());
   for (std::size_t c = 0; c < inputs.size(); c += kW)
-    simd::tanh<float>(simd::Batch<float>::load_unaligned(inputs.data() + c)).store_unaligned(got.data() + c);
+    capped(simd::Batch<T>::load_unaligned(inputs.data() + c) * factor).store_unaligned(got.data() + c);
+  const double tolerance = ulps_of_cap * std::numeric_limits<T>::epsilon() * static_cast<double>(cap);
   for (std::size_t c = 0; c < inputs.size(); ++c) {
-    const double exact = std::tanh(static_cast<double>(inputs[c]));
-    // 2.5e-7 relative: about 4 ulp (2.2e-7 measured near 0.2).
-    EXPECT_NEAR(got[c], exact, 2.5e-7 * std::abs(exact)) << "tanh(" << inputs[c] << ")";
-    EXPECT_EQ(std::signbit(got[c]), std::signbit(inputs[c])) << inputs[c];
+    const double exact = static_cast<double>(cap) * std::tanh(static_cast<double>(inputs[c]) / static_cast<double>(cap));
+    EXPECT_NEAR(got[c], exact, tolerance) << "cap " << cap << ", x = " << inputs[c];
+    EXPECT_LE(std::abs(got[c]), cap) << inputs[c];
+    if (std::abs(exact) > tolerance) {
+      EXPECT_EQ(std::signbit(got[c]), std::signbit(inputs[c])) << inputs[c];
+    }
   }
-  float nan = std::numeric_limits<float>::quiet_NaN(), lanes[kW];
-  simd::tanh<float>(simd::Batch<float>(nan)).store_unaligned(lanes);
+  T lanes[kW];
+  capped(simd::Batch<T>(std::numeric_limits<T>::quiet_NaN())).store_unaligned(lanes);
   EXPECT_TRUE(std::isnan(lanes[0]));
+}
+
+TEST(ScoreModifierSimd, SoftCapIsWithinAFewUlpOfTheCapEverywhere) {
+  // 2 ulp of the cap: 1.7 measured (float, the base-2 cap of Gemma 2's 50), from 2^t's
+  // polynomial and the reciprocal's Newton step; double 2^t is exact to its last bits.
+  for (float cap : {1.0f, 30.0f * 1.442695f, 50.0f * 1.442695f, 1000.0f}) expect_soft_cap_within<float>(cap, 2.0);
+  for (double cap : {1.0, 50.0 * 1.4426950408889634}) expect_soft_cap_within<double>(cap, 2.0);
 }
 
 TEST(ScoreModifierSimd, DistancePenaltyOnUnalignedRuns) {

@@ -44,9 +44,16 @@ bool biases_tile(const Plan& plan, const KeyTile& tile) {
   }
 }
 
+/// The call's soft-capping cap in the kernels' base-2 score units.
+template <class T, class Call>
+T softcap_in_base_2(const Call& call) {
+  return static_cast<T>(call.modifiers.softcap * kLog2e<double>);
+}
+
 /// Applies score modifiers (SPEC.md section 14) to n base-2 scores of consecutive keys
 /// first_key .. first_key + n - 1 for a query of head h at `position`: soft-capping first, then
-/// ALiBi's distance penalty. Used by the tiled driver and by decode.
+/// ALiBi's distance penalty. Used by decode (the tiled driver caps in its score tile's
+/// epilogue and calls subtract_alibi).
 template <class T>
 void modify_score_run(const ScoreModifiers& modifiers, T* row, index_t n, index_t h, index_t position,
                       index_t first_key) {
@@ -56,25 +63,24 @@ void modify_score_run(const ScoreModifiers& modifiers, T* row, index_t n, index_
   simd::subtract_distance(row, n, slope, position - first_key);
 }
 
-/// The call's score modifiers on one row of a key tile's base-2 scores: `row` holds keys at
-/// plan positions [tile.begin, tile.end) for query row `query_row` of head h, at position
+/// ALiBi's distance penalty on one row of a key tile's base-2 scores (soft-capping came
+/// first, in the score tile's epilogue: score_segments): `row` holds keys at plan positions
+/// [tile.begin, tile.end) for query row `query_row` of head h, at position
 /// query_row + Lk - Lq. A ReorderingPlan's keys are not consecutive rows (Dilated's residue
-/// classes), so ALiBi finds each key's row through the plan.
+/// classes), so it finds each key's row through the plan.
 template <class Call, KeyTilePlan Plan, class T = typename Call::value_type>
-void modify_scores(const Call& call, const Plan& plan, index_t h, index_t query_row, const KeyTile& tile, T* row) {
+void subtract_alibi(const Call& call, const Plan& plan, index_t h, index_t query_row, const KeyTile& tile, T* row) {
   const ScoreModifiers& modifiers = call.modifiers;
   const index_t keys = tile.end - tile.begin;
   const index_t position = query_row + call.shape.kv_len - call.shape.q_len;
+  const T slope = static_cast<T>(modifiers.slopes[static_cast<std::size_t>(h)] * kLog2e<double>);
   if constexpr (ReorderingPlan<Plan>) {
-    modify_score_run(ScoreModifiers{modifiers.softcap, {}}, row, keys, h, position, tile.begin);
-    if (modifiers.slopes.empty()) return;
-    const T slope = static_cast<T>(modifiers.slopes[static_cast<std::size_t>(h)] * kLog2e<double>);
     for (index_t c = 0; c < keys; ++c) {
       const index_t key = attnkit::key_row(plan, h, tile.begin + c);
       row[c] -= slope * static_cast<T>(position > key ? position - key : key - position);
     }
   } else {
-    modify_score_run(modifiers, row, keys, h, position, tile.begin);
+    simd::subtract_distance(row, keys, slope, position - tile.begin);
   }
 }
 
@@ -110,7 +116,8 @@ struct QueryTileWorkspace {
 
 /// Step 1 of a query tile, load queries: the rows at query positions [q_begin, q_end) of
 /// query head h (batch b), in the plan's query order, widened to T and scaled by sigma * log2(e) so that scores
-/// come out in base 2 (SPEC.md section 1), into work.queries; rows up to the padded row count
+/// come out in base 2 (SPEC.md section 1; divided by the cap as well under soft-capping,
+/// which simd::SoftCap takes), into work.queries; rows up to the padded row count
 /// zero. A SharedQueryKeyPlan's queries are keys of this tile's own windows: they are read
 /// back from the panels, which the scores read next, instead of gathered from Q. Resets the
 /// softmax state; returns the padded row count (a multiple of the micro-kernels' row blocks).
@@ -120,7 +127,10 @@ index_t load_queries(const Call& call, const Plan& plan, const CallPanels<Call>&
   const index_t head_dim = call.shape.head_dim;
   const index_t rows = q_end - q_begin;
   const index_t padded_rows = attnkit::detail::round_up(rows, std::max(simd::kScoreRowBlock, simd::kValueRowBlock));
-  const T q_scale = call.scale * kLog2e<T>;
+  // Soft-capping takes its score divided by the cap (simd::SoftCap): one factor more here.
+  const T softcap_factor = call.modifiers.softcap > 0 ? simd::SoftCap<T>::divisor_factor(softcap_in_base_2<T>(call))
+                                                      : T(1);
+  const T q_scale = call.scale * kLog2e<T> * softcap_factor;
   T* queries = work.queries;
   for (index_t r = 0; r < rows; ++r)
     work.query_rows[static_cast<std::size_t>(r)] = attnkit::query_row(plan, h, q_begin + r);
@@ -153,8 +163,9 @@ index_t load_queries(const Call& call, const Plan& plan, const CallPanels<Call>&
 }
 
 /// Step 2, scores with mask and bias, for the key tiles gathered in work.segments (one score
-/// tile of `columns` columns): S = Q K^T per segment, then for each row the call's score
-/// modifiers (on every score: excluded ones are overwritten next), the plan's exclusion
+/// tile of `columns` columns): S = Q K^T per segment (soft-capped on its way out of the
+/// registers), then for each row ALiBi's penalty (on every score: excluded ones are
+/// overwritten next), the plan's exclusion
 /// on tiles that need a mask and its score bias (BiasedPlan) on the tiles the bias policy
 /// names (its bias_scope: masked tiles, or every tile), -inf in each segment's padding
 /// columns; then the online softmax absorbs the tile and accumulates P V. Clears the segments.
@@ -172,12 +183,18 @@ void score_segments(const Call& call, const Plan& plan, const TileShape& tiles, 
     const KeyTile& tile = segment.tile;
     const index_t panel = tile.begin / tiles.key_rows;
     const index_t keys = tile.end - tile.begin;
-    simd::score_tile(work.queries, head_dim, panels.key_panel(panel) + (tile.begin - panel * tiles.key_rows),
-                     tiles.key_rows, padded_rows, keys, scores + segment.column, score_stride);
-    const bool biased = biases_tile(plan, tile), modified = call.modifiers.active();
+    const T* keys_t = panels.key_panel(panel) + (tile.begin - panel * tiles.key_rows);
+    if (call.modifiers.softcap > 0) {
+      simd::score_tile(work.queries, head_dim, keys_t, tiles.key_rows, padded_rows, keys, scores + segment.column,
+                       score_stride, simd::SoftCap<T>(softcap_in_base_2<T>(call)));
+    } else {
+      simd::score_tile(work.queries, head_dim, keys_t, tiles.key_rows, padded_rows, keys, scores + segment.column,
+                       score_stride);
+    }
+    const bool biased = biases_tile(plan, tile), alibi = !call.modifiers.slopes.empty();
     for (index_t r = 0; r < rows; ++r) {
       T* row = scores + r * score_stride + segment.column;
-      if (modified) modify_scores(call, plan, h, work.query_rows[static_cast<std::size_t>(r)], tile, row);
+      if (alibi) subtract_alibi(call, plan, h, work.query_rows[static_cast<std::size_t>(r)], tile, row);
       if (tile.needs_mask) plan.exclude(h, q_begin + r, tile, row);
       if constexpr (BiasedPlan<Plan>) {
         if (biased) plan.add_bias(h, q_begin + r, tile, row, kLog2e<T>);

@@ -1,8 +1,7 @@
 #pragma once
 // Vectorised score modifiers (SPEC.md section 14) on one row of scores in the kernels' base-2
-// units (s' = log2(e) s): soft-capping by a vectorised tanh, ALiBi's distance penalty.
+// units (s' = log2(e) s): soft-capping, ALiBi's distance penalty.
 
-#include <array>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -15,55 +14,8 @@ namespace attnkit::simd {
 
 namespace detail {
 
-/// t rounded to the nearest integer n (ties to even) and 2^n, for t in [0, 64] or NaN (then
-/// n is NaN and 2^n unspecified, with no float-to-integer conversion of it).
-template <class T>
-struct RoundedPower {
-  Batch<T> n, power;
-};
-template <class T>
-RoundedPower<T> rounded_power_of_two(const Batch<T>& t) {
-#if defined(__AVX512F__)
-  if constexpr (sizeof(Batch<T>) == 64) {
-    const Batch<T> n = xsimd::nearbyint(t);
-    if constexpr (std::is_same_v<T, float>) return {n, Batch<T>(_mm512_scalef_ps(Batch<T>(T(1)), n))};
-    if constexpr (std::is_same_v<T, double>) return {n, Batch<T>(_mm512_scalef_pd(Batch<T>(T(1)), n))};
-  }
-#endif
-  // exp2's trick: t + 1.5 2^m holds n in its low mantissa bits.
-  using Bits = FloatBits<T>;
-  using IntBatch = xsimd::batch<typename Bits::Int>;
-  const Batch<T> shifted = t + Batch<T>(Bits::kRoundingShift);
-  const IntBatch n_bits =
-      xsimd::bitwise_cast<IntBatch>(shifted) - xsimd::bitwise_cast<IntBatch>(Batch<T>(Bits::kRoundingShift));
-  return {shifted - Batch<T>(Bits::kRoundingShift),
-          xsimd::bitwise_cast<Batch<T>>((n_bits + IntBatch(Bits::kBias)) << Bits::kMantissaBits)};
-}
-
-/// Coefficients of q(f) = (2^f - 1) / f on [-1/2, 1/2], lowest first, so that 2^f - 1 = f q(f)
-/// keeps its relative accuracy as f goes to 0 (exp2's polynomial, fitted on 2^f, is 3e-7 off
-/// in its linear term). float: degree 5, fitted here by iteratively reweighted least squares
-/// on relative error (Lawson's algorithm, 4000 Chebyshev nodes): 1.1e-8, about one ulp once
-/// evaluated in float. double: the Taylor series of exp2's double polynomial without its
-/// constant term.
-template <class T>
-struct Exp2MinusOneQuotient;
-template <>
-struct Exp2MinusOneQuotient<float> {
-  static constexpr std::array<float, 6> value = {0.6931471879266717f,   0.2402264979484095f,   0.05550357433695613f,
-                                                 0.009618237513931267f, 0.001339073545387745f, 0.00015403506278940937f};
-};
-template <>
-struct Exp2MinusOneQuotient<double> {
-  static constexpr std::array<double, 13> value = [] {
-    std::array<double, 13> q{};
-    for (std::size_t k = 0; k < q.size(); ++k) q[k] = Exp2Coefficients<double>::value[k + 1];
-    return q;
-  }();
-};
-
-/// 1 / d per lane, d >= 2: vrcp14 and one Newton step (about 1 ulp) on AVX-512, a division
-/// elsewhere.
+/// 1 / d per lane, d >= 1 and finite: vrcp14 and one Newton step (about 1 ulp) on AVX-512, a
+/// division elsewhere.
 template <class T>
 Batch<T> reciprocal(const Batch<T>& d) {
 #if defined(__AVX512F__)
@@ -75,48 +27,70 @@ Batch<T> reciprocal(const Batch<T>& d) {
   return Batch<T>(T(1)) / d;
 }
 
+/// 2^t per lane for t <= 64 (-inf gives 0, NaN stays NaN): exp2's reduction and polynomial
+/// (simd/exp2.hpp) without its clamps and flush, which this range does not need: 8
+/// instructions per AVX-512 vector (vreduce gives t - round(t), 0 for -inf; vscalef takes
+/// n = -inf to 0).
+template <class T>
+Batch<T> exp2_at_most_64(const Batch<T>& t) {
+#if defined(__AVX512DQ__)
+  if constexpr (sizeof(Batch<T>) == 64) {
+    constexpr auto& c = Exp2Coefficients<T>::value;
+    constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    Batch<T> n, f;  // t = n + f, n integral, f in [-1/2, 1/2]
+    if constexpr (std::is_same_v<T, float>) {
+      n = _mm512_roundscale_ps(t, kNearest);
+      f = _mm512_reduce_ps(t, kNearest);
+    } else {
+      n = _mm512_roundscale_pd(t, kNearest);
+      f = _mm512_reduce_pd(t, kNearest);
+    }
+    Batch<T> poly(c[c.size() - 1]);
+    for (std::size_t k = c.size() - 1; k-- > 0;) poly = fma(poly, f, Batch<T>(c[k]));
+    if constexpr (std::is_same_v<T, float>) return Batch<T>(_mm512_scalef_ps(poly, n));
+    if constexpr (std::is_same_v<T, double>) return Batch<T>(_mm512_scalef_pd(poly, n));
+  }
+#endif
+  return exp2<T>(t);
+}
+
+/// min(t, bound) per lane; NaN stays NaN.
+template <class T>
+Batch<T> at_most(const Batch<T>& t, T bound) {
+#if defined(__AVX512F__)
+  // vmin returns its second operand when either is NaN.
+  if constexpr (sizeof(Batch<T>) == 64 && std::is_same_v<T, float>) return Batch<T>(_mm512_min_ps(_mm512_set1_ps(bound), t));
+  if constexpr (sizeof(Batch<T>) == 64 && std::is_same_v<T, double>) return Batch<T>(_mm512_min_pd(_mm512_set1_pd(bound), t));
+#endif
+  return xsimd::select(xsimd::isnan(t), t, xsimd::min(t, Batch<T>(bound)));
+}
+
 }  // namespace detail
 
-/// tanh per lane, as e / (e + 2) with e = e^{2|y|} - 1 = 2^t - 1, t = 2 log2(e) |y|, computed
-/// without cancellation: t = n + f (n integral, |f| <= 1/2), 2^t - 1 = 2^n (2^f - 1) + (2^n - 1),
-/// with 2^f - 1 = f q(f) (detail::Exp2MinusOneQuotient) and 2^n - 1 exact. |y| is clamped where
-/// tanh rounds to 1 (9 in float, 19 in double); the sign is restored last. Relative error
-/// within a few ulp everywhere (tests/kernel/score_modifiers_test.cpp); NaN stays NaN.
-/// tanh(x / c) per lane, for c > 0 given as `doubled_log2e_over_c` = 2 log2(e) / c (softcap's
-/// form: one multiply instead of two); tanh(y) is tanh_scaled(y, 2 log2(e)).
+/// Soft-capping of base-2 scores x by a cap in the same units (log2(e) cap for a cap on
+/// natural scores), x -> cap tanh(x / cap), per lane of t = 2 log2(e) x / cap (the score
+/// divided ahead: the tiled driver folds the factor into its query scaling, so the score tile
+/// computes t): cap - 2 cap / (2^t + 1), with t clamped to 64 (where tanh(t ln2 / 2) is 1 in
+/// double). Absolute error within a few ulp of cap (2e-7 cap in float) and never beyond
+/// +-cap: the rounding error of a score of the cap's size anyway, in 14 instructions per
+/// AVX-512 vector against the 22 of a tanh accurate to ulps near 0 (SPEC.md section 14).
+/// NaN stays NaN; +-inf give +-cap. Also score_tile's epilogue (simd/score_tile.hpp), which
+/// caps the scores in registers.
 template <class T>
-Batch<T> tanh_scaled(const Batch<T>& x, T doubled_log2e_over_c) {
-  constexpr T kLog2e = T(1.442695040888963407359924681001892137);
-  constexpr T kSaturation = 2 * kLog2e * (std::is_same_v<T, float> ? T(9) : T(19));
-  constexpr auto& c = detail::Exp2MinusOneQuotient<T>::value;
-  const Batch<T> sign_bit(-T(0));
-  const Batch<T> scaled = x * Batch<T>(doubled_log2e_over_c);
-  Batch<T> t = xsimd::abs(scaled);  // |x| 2 log2(e) / c
-#if defined(__AVX512F__)
-  // vminps returns its second operand when either is NaN: a NaN lane stays NaN to the end.
-  if constexpr (sizeof(Batch<T>) == 64 && std::is_same_v<T, float>) {
-    t = Batch<T>(_mm512_min_ps(_mm512_set1_ps(kSaturation), t));
-  } else if constexpr (sizeof(Batch<T>) == 64 && std::is_same_v<T, double>) {
-    t = Batch<T>(_mm512_min_pd(_mm512_set1_pd(kSaturation), t));
-  } else
-#endif
-  {
-    t = xsimd::select(xsimd::isnan(t), t, xsimd::min(t, Batch<T>(kSaturation)));
-  }
-  const auto [n, power] = detail::rounded_power_of_two(t);
-  const Batch<T> f = t - n;
-  Batch<T> q(c[c.size() - 1]);
-  for (std::size_t k = c.size() - 1; k-- > 0;) q = fma(q, f, Batch<T>(c[k]));
-  const Batch<T> e = fma(f * q, power, power - Batch<T>(T(1)));
-  const Batch<T> magnitude = e * detail::reciprocal(e + Batch<T>(T(2)));
-  return magnitude | (scaled & sign_bit);  // magnitude >= 0 (or NaN): the sign of x
-}
+struct SoftCap {
+  /// t's factor: x times it is the argument operator() takes.
+  static T divisor_factor(T cap_value) { return T(2 * 1.442695040888963407359924681001892137) / cap_value; }
 
-/// tanh per lane (see tanh_scaled).
-template <class T>
-Batch<T> tanh(const Batch<T>& y) {
-  return tanh_scaled(y, T(2 * 1.442695040888963407359924681001892137));
-}
+  explicit SoftCap(T cap_value) : cap(cap_value) {}
+
+  Batch<T> operator()(const Batch<T>& t) const {
+    const Batch<T> power = detail::exp2_at_most_64<T>(detail::at_most(t, T(64)));
+    const Batch<T> inverse = detail::reciprocal<T>(power + Batch<T>(T(1)));
+    return fma(Batch<T>(-2 * cap), inverse, Batch<T>(cap));
+  }
+
+  T cap;
+};
 
 namespace detail {
 
@@ -140,10 +114,9 @@ void transform_row(T* s, index_t n, F&& f) {
 /// take cap log2(e)).
 template <class T>
 void soft_cap(T* s, index_t n, T cap) {
-  const Batch<T> scale(cap);
-  const T doubled_log2e_over_cap = T(2 * 1.442695040888963407359924681001892137) / cap;
-  detail::transform_row(s, n,
-                        [=](const Batch<T>& x, index_t) { return scale * tanh_scaled<T>(x, doubled_log2e_over_cap); });
+  const SoftCap<T> capped(cap);
+  const Batch<T> factor(SoftCap<T>::divisor_factor(cap));
+  detail::transform_row(s, n, [&](const Batch<T>& x, index_t) { return capped(x * factor); });
 }
 
 /// s[c] <- s[c] - slope |offset - c| for c < n: ALiBi's penalty of key first + c for a query at
