@@ -58,6 +58,7 @@ template <index_t kRows, index_t kKeys, index_t kSpan, class E>
   for (index_t g = 0; g < kSpan; g += kGroup) {
     [[maybe_unused]] Batch<float> streamed[kGroup];
     if constexpr (kKeys == 2) load_widened_vectors(second, d0 + g * kW, streamed);
+#pragma GCC unroll 16
     for (index_t e = 0; e < kGroup; ++e) {
       const index_t d = d0 + (g + e) * kW;
 #pragma GCC unroll 4
@@ -95,6 +96,7 @@ template <index_t kRows, index_t kKeys, class E>
   const index_t whole = head_dim - head_dim % kW;
   const E* second = keys + key_stride;
   Batch<float> acc[kKeys * kRows];  // acc[k * kRows + r]: key k, query row r
+#pragma GCC unroll 16
   for (Batch<float>& a : acc) a = Batch<float>(0.0f);
   ahead.rows(0, kKeys);
   index_t d0 = 0;
@@ -106,14 +108,18 @@ template <index_t kRows, index_t kKeys, class E>
     Batch<float> tail[kKeys];
     tail[0] = load_widened_tail(keys, whole, head_dim);
     if constexpr (kKeys == 2) tail[1] = load_widened_tail(second, whole, head_dim);
+#pragma GCC unroll 16
     for (index_t r = 0; r < kRows; ++r) {
       const Batch<float> query = Batch<float>::load_unaligned(queries + r * query_stride + whole);
+#pragma GCC unroll 16
       for (index_t k = 0; k < kKeys; ++k) acc[k * kRows + r] = fma(query, tail[k], acc[k * kRows + r]);
     }
   }
   alignas(64) float sums[(kKeys * kRows + kW - 1) / kW * kW];
   lane_sums(acc, sums);
+#pragma GCC unroll 16
   for (index_t k = 0; k < kKeys; ++k)
+#pragma GCC unroll 16
     for (index_t r = 0; r < kRows; ++r) scores[r * score_stride + k] = sums[k * kRows + r];
 }
 
@@ -156,22 +162,28 @@ template <index_t kRows, class E>
   constexpr index_t kGroup = key_vector_group<E>;
   const index_t whole = head_dim - head_dim % kW;  // head_dim for 8-bit blocks: whole blocks
   Batch<float> acc[kRows * 4];                     // acc[r * 4 + k]: query row r, key k
+#pragma GCC unroll 16
   for (Batch<float>& a : acc) a = Batch<float>(0.0f);
   ahead.rows(0, 4);
 #pragma GCC unroll 2
   for (index_t d0 = 0; d0 < whole; d0 += kGroup * kW) {
     Batch<float> vectors[4][kGroup];
+#pragma GCC unroll 16
     for (index_t k = 0; k < 4; ++k) load_widened_vectors(keys + k * key_stride, d0, vectors[k]);
+#pragma GCC unroll 16
     for (index_t e = 0; e < kGroup; ++e) four_key_fmas<kRows>(queries, query_stride, d0 + e * kW, vectors, e, acc);
   }
   if (whole < head_dim) {  // never for 8-bit blocks
     Batch<float> tail[4][1];
+#pragma GCC unroll 16
     for (index_t k = 0; k < 4; ++k) tail[k][0] = load_widened_tail(keys + k * key_stride, whole, head_dim);
     four_key_fmas<kRows>(queries, query_stride, whole, tail, 0, acc);
   }
   alignas(64) float sums[(kRows * 4 + kW - 1) / kW * kW];
   lane_sums(acc, sums);
+#pragma GCC unroll 16
   for (index_t r = 0; r < kRows; ++r)
+#pragma GCC unroll 16
     for (index_t k = 0; k < 4; ++k) scores[r * score_stride + k] = sums[r * 4 + k];
 }
 

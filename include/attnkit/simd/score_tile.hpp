@@ -30,27 +30,27 @@ void score_block(const T* q, index_t head_dim, const T* kt, index_t panel_cols, 
                  const Epilogue& epilogue) {
   constexpr index_t kW = static_cast<index_t>(kWidth<T>);
   Batch<T> acc[kR][kVectors];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (index_t r = 0; r < kR; ++r)
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (index_t v = 0; v < kVectors; ++v) acc[r][v] = Batch<T>(T(0));
   for (index_t d = 0; d < head_dim; ++d, kt += panel_cols) {
     Batch<T> keys[kVectors];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (index_t v = 0; v < kVectors; ++v) {
       keys[v] = Batch<T>::load_unaligned(kt + v * kW);
       keep_in_register(keys[v]);
     }
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (index_t r = 0; r < kR; ++r) {
       const Batch<T> query(q[r * head_dim + d]);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (index_t v = 0; v < kVectors; ++v) acc[r][v] = simd::fma(query, keys[v], acc[r][v]);
     }
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (index_t r = 0; r < kR; ++r)
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (index_t v = 0; v < kVectors; ++v) epilogue(acc[r][v]).store_aligned(s + r * s_stride + v * kW);
 }
 

@@ -42,36 +42,36 @@ void accumulate_value_block(T* o, index_t o_stride, const T* alpha, const T* p, 
   constexpr index_t kW = static_cast<index_t>(kWidth<T>);
   constexpr index_t kR = kValueRowBlock;
   Batch<T> acc[kR][kVectors];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (index_t r = 0; r < kR; ++r) {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (index_t c = 0; c < kVectors; ++c) acc[r][c] = Batch<T>::load_aligned(o + r * o_stride + c * kW);
     if (alpha == nullptr) continue;
     const Batch<T> rescale(alpha[r]);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (index_t c = 0; c < kVectors; ++c) acc[r][c] *= rescale;
   }
   for (index_t j = 0; j < keys; ++j) {
     Batch<T> values[kVectors];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (index_t c = 0; c < kVectors; ++c) {
       values[c] = Batch<T>::load_unaligned(v + j * v_stride + c * kW);
       keep_in_register(values[c]);
     }
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (index_t r = 0; r < kR; ++r) {
       const T weight = p[r * p_stride + j];
       if constexpr (kZero == ZeroWeights::kSkip) {
         if (weight == T(0)) continue;
       }
       const Batch<T> w(weight);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (index_t c = 0; c < kVectors; ++c) acc[r][c] = simd::fma(w, values[c], acc[r][c]);
     }
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (index_t r = 0; r < kR; ++r)
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (index_t c = 0; c < kVectors; ++c) acc[r][c].store_aligned(o + r * o_stride + c * kW);
 }
 

@@ -43,13 +43,13 @@ template <index_t kVectors, ZeroWeights kZero, class E>
   constexpr index_t kW = static_cast<index_t>(kWidth<float>);
   constexpr index_t kR = kWidenedValueRows<E>;
   Batch<float> acc[kR][kVectors];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (index_t r = 0; r < kR; ++r) {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (index_t c = 0; c < kVectors; ++c) acc[r][c] = Batch<float>::load_aligned(o + r * o_stride + c * kW);
     if (alpha == nullptr) continue;
     const Batch<float> rescale(alpha[r]);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (index_t c = 0; c < kVectors; ++c) acc[r][c] *= rescale;
   }
   // A copy, so that its fields stay in registers (through the pointer GCC reloaded them and
@@ -61,20 +61,20 @@ template <index_t kVectors, ZeroWeights kZero, class E>
     // are more), so each block's scale is converted once for its vectors.
     Batch<float> values[kVectors];
     load_widened_vectors(v + j * v_stride, first_value, values);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (index_t r = 0; r < kR; ++r) {
       const float weight = p[r * p_stride + j];
       if constexpr (kZero == ZeroWeights::kSkip) {
         if (weight == 0.0f) continue;
       }
       const Batch<float> w(weight);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (index_t c = 0; c < kVectors; ++c) acc[r][c] = fma(w, values[c], acc[r][c]);
     }
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (index_t r = 0; r < kR; ++r)
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (index_t c = 0; c < kVectors; ++c) acc[r][c].store_aligned(o + r * o_stride + c * kW);
 }
 

@@ -109,12 +109,14 @@ template <index_t kCount, class E>
   constexpr index_t kW = static_cast<index_t>(kWidth<float>);
   if constexpr (std::is_same_v<E, q8_0_block>) {
     Batch<float> scale;
+#pragma GCC unroll 16
     for (index_t c = 0; c < kCount; ++c) {
       if (c * kW % static_cast<index_t>(q8_0_block::kValues) == 0) scale = q8_scale(row, d + c * kW);
       vectors[c] = load_q8_values(row, d + c * kW) * scale;
     }
   } else {
     const E* at = row + d;
+#pragma GCC unroll 16
     for (index_t c = 0; c < kCount; ++c) {
       vectors[c] = load_widened(at, c * kW);
       if constexpr (std::is_same_v<E, float>) keep_in_register(vectors[c]);
