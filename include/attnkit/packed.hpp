@@ -29,12 +29,6 @@ namespace attnkit {
 
 namespace detail {
 
-/// Rows first .. first + count of a packed view [1, H, total, .].
-template <class T>
-TensorView<T> packed_rows(const TensorView<T>& view, index_t first, index_t count) {
-  return TensorView<T>(view.row(0, 0, first), {1, view.heads(), count, view.dim()}, view.strides());
-}
-
 /// Validates a packed call (views as the tensor call's with batch 1, the offsets B + 1 entries
 /// each from 0 to the packed extent), plans every sequence (throwing before anything is
 /// written), then runs them one after the other, each as the tensor call on that sequence
@@ -59,32 +53,33 @@ void run_packed(const P& pattern, const TensorView<const E>& q, std::span<const 
   }
   const ScoreModifiers modifiers = validate_score_modifiers(options.softcap, options.alibi_slopes, packed.q_heads);
   const TileShape tiles{};
+  // Sequence b's rows of q, out and lse, and its keys, in the packed views.
+  struct SequenceRange {
+    index_t first_query, rows, first_key, keys;
+  };
+  const auto range_of = [&](index_t b) {
+    const auto at = static_cast<std::size_t>(b);
+    return SequenceRange{query_offsets[at], query_offsets[at + 1] - query_offsets[at], key_offsets[at],
+                         key_offsets[at + 1] - key_offsets[at]};
+  };
   const auto sequence_call = [&](index_t b, const TensorView<compute_type_t<E>>* sequence_lse) {
-    const index_t first_query = query_offsets[static_cast<std::size_t>(b)];
-    const index_t first_key = key_offsets[static_cast<std::size_t>(b)];
-    const index_t rows = query_offsets[static_cast<std::size_t>(b) + 1] - first_query;
-    const index_t keys = key_offsets[static_cast<std::size_t>(b) + 1] - first_key;
-    const AttentionShape shape{1, packed.q_heads, packed.kv_heads, rows, keys, packed.head_dim, packed.value_dim};
+    const SequenceRange range = range_of(b);
+    const AttentionShape shape{1, packed.q_heads, packed.kv_heads, range.rows, range.keys, packed.head_dim,
+                               packed.value_dim};
     return AttentionCall<T, E, Out>{shape,
-                                    packed_rows(q, first_query, rows),
-                                    packed_rows(k, first_key, keys),
-                                    packed_rows(v, first_key, keys),
-                                    packed_rows(out, first_query, rows),
+                                    q.rows(0, range.first_query, range.rows),
+                                    k.rows(0, range.first_key, range.keys),
+                                    v.rows(0, range.first_key, range.keys),
+                                    out.rows(0, range.first_query, range.rows),
                                     sequence_lse,
                                     static_cast<T>(resolve_scale(options, shape)),
                                     parallel::resolve_threads(options.threads, Full{}.cost(shape).flops),
                                     {},
                                     modifiers};
   };
-  const auto keys_of = [&](index_t b) {
-    return key_offsets[static_cast<std::size_t>(b) + 1] - key_offsets[static_cast<std::size_t>(b)];
-  };
   std::vector<TensorView<compute_type_t<E>>> sequence_lse;
   if (lse != nullptr) {
-    for (index_t b = 0; b < batch; ++b) {
-      const index_t first = query_offsets[static_cast<std::size_t>(b)];
-      sequence_lse.push_back(packed_rows(*lse, first, query_offsets[static_cast<std::size_t>(b) + 1] - first));
-    }
+    for (index_t b = 0; b < batch; ++b) sequence_lse.push_back(lse->rows(0, range_of(b).first_query, range_of(b).rows));
   }
   const auto lse_of = [&](index_t b) { return lse != nullptr ? &sequence_lse[static_cast<std::size_t>(b)] : nullptr; };
   // Every sequence's plan before anything is written.
@@ -92,7 +87,7 @@ void run_packed(const P& pattern, const TensorView<const E>& q, std::span<const 
   std::vector<Plan> plans;
   plans.reserve(static_cast<std::size_t>(batch));
   for (index_t b = 0; b < batch; ++b)
-    plans.push_back(plan_call(sequence_prefix(pattern, keys_of(b)), sequence_call(b, lse_of(b)), tiles));
+    plans.push_back(plan_call(sequence_prefix(pattern, range_of(b).keys), sequence_call(b, lse_of(b)), tiles));
   for (index_t b = 0; b < batch; ++b)
     kernel::execute(sequence_call(b, lse_of(b)), plans[static_cast<std::size_t>(b)], tiles);
 }

@@ -45,12 +45,6 @@ struct Packed {
   TensorView<const E> vv() const { return bhld(v.data(), 1, kKvHeads, total_keys(), kValueDim); }
 };
 
-/// Rows first .. first + count of a packed [1, H, total, .] view.
-template <class T>
-TensorView<T> rows_of(const TensorView<T>& view, index_t first, index_t count) {
-  return TensorView<T>(view.row(0, 0, first), {1, view.heads(), count, view.dim()}, view.strides());
-}
-
 /// Every mask kind and combination: the packed call against reference::attention run on each
 /// sequence's rows and keys alone with sequence_prefix(pattern, keys), in double. Sequences:
 /// square, fewer rows than keys (bottom-right causal), more rows than keys (the first empty),
@@ -77,9 +71,9 @@ void expect_packed_matches_reference(const Packed<float>& packed, const auto& pa
                   rows = packed.query_offsets[static_cast<std::size_t>(b) + 1] - first_row;
     const index_t first_key = packed.key_offsets[static_cast<std::size_t>(b)],
                   keys = packed.key_offsets[static_cast<std::size_t>(b) + 1] - first_key;
-    reference::attention(sequence_prefix(pattern, keys), rows_of(qd, first_row, rows), rows_of(kd, first_key, keys),
-                         rows_of(vd, first_key, keys), rows_of(ref_view, first_row, rows),
-                         rows_of(ref_lse_view, first_row, rows), options);
+    reference::attention(sequence_prefix(pattern, keys), qd.rows(0, first_row, rows), kd.rows(0, first_key, keys),
+                         vd.rows(0, first_key, keys), ref_view.rows(0, first_row, rows),
+                         ref_lse_view.rows(0, first_row, rows), options);
   }
   const std::vector<double> got(out.begin(), out.end()), got_lse(lse.begin(), lse.end());
   const auto view = [&](const std::vector<double>& x, index_t dim) {
@@ -137,15 +131,15 @@ void expect_separate_calls_bit_for_bit(int threads) {
           rows_copy.insert(rows_copy.end(), view.row(0, h, l), view.row(0, h, l) + view.dim());
       return rows_copy;
     };
-    const std::vector<E> q = copy(rows_of(packed.qv(), first_row, rows)),
-                         k = copy(rows_of(packed.kv(), first_key, keys)),
-                         v = copy(rows_of(packed.vv(), first_key, keys));
+    const std::vector<E> q = copy(packed.qv().rows(0, first_row, rows)),
+                         k = copy(packed.kv().rows(0, first_key, keys)),
+                         v = copy(packed.vv().rows(0, first_key, keys));
     std::vector<Out> alone(static_cast<std::size_t>(kQHeads * rows * kValueDim));
     attention(sequence_prefix(pattern, keys), bhld(q.data(), 1, kQHeads, rows, kDim),
               bhld(k.data(), 1, kKvHeads, keys, kDim), bhld(v.data(), 1, kKvHeads, keys, kValueDim),
               bhld(alone.data(), 1, kQHeads, rows, kValueDim), options);
     const TensorView<const Out> packed_rows =
-        rows_of(bhld(static_cast<const Out*>(out.data()), 1, kQHeads, packed.total_rows(), kValueDim), first_row, rows);
+        bhld(static_cast<const Out*>(out.data()), 1, kQHeads, packed.total_rows(), kValueDim).rows(0, first_row, rows);
     for (index_t h = 0; h < kQHeads; ++h)
       for (index_t i = 0; i < rows; ++i)
         ASSERT_EQ(std::memcmp(packed_rows.row(0, h, i), alone.data() + (h * rows + i) * kValueDim,

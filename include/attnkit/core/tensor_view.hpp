@@ -56,6 +56,12 @@ class TensorView {
   }
   constexpr T& operator()(index_t b, index_t h, index_t l, index_t d) const { return row(b, h, l)[d * strides_[kDim]]; }
 
+  /// Rows first .. first + count of batch b (every head) as a view [1, H, count, D] with the
+  /// same strides: one sequence of a packed layout, a cache sequence's newest rows.
+  constexpr TensorView rows(index_t b, index_t first, index_t count) const {
+    return TensorView(row(b, 0, first), {1, heads(), count, dim()}, strides_);
+  }
+
  private:
   T* data_ = nullptr;
   std::array<index_t, 4> sizes_{};
