@@ -88,10 +88,12 @@ void expect_soft_cap_within(T cap, double ulps_of_cap) {
 }
 
 TEST(ScoreModifierSimd, SoftCapIsWithinAFewUlpOfTheCapEverywhere) {
-  // 2 ulp of the cap: 1.7 measured (float, the base-2 cap of Gemma 2's 50), from 2^t's
-  // polynomial and the reciprocal's Newton step; double 2^t is exact to its last bits.
-  for (float cap : {1.0f, 30.0f * 1.442695f, 50.0f * 1.442695f, 1000.0f}) expect_soft_cap_within<float>(cap, 2.0);
-  for (double cap : {1.0, 50.0 * 1.4426950408889634}) expect_soft_cap_within<double>(cap, 2.0);
+  // 3 ulp of the cap (epsilon times cap): 1 / (2^t + 1) is within about 1.5 ulp of 1 (the sum's
+  // and the reciprocal's roundings), times 2 cap, then cap - 2 cap r rounds once with FMA and
+  // twice without (the baseline x86-64 build): 1.7 measured with AVX-512, 2.2 with SSE2 (Gemma
+  // 2's cap of 50 in base 2, x = -2.6 cap); double's 2^t is exact to its last bits.
+  for (float cap : {1.0f, 30.0f * 1.442695f, 50.0f * 1.442695f, 1000.0f}) expect_soft_cap_within<float>(cap, 3.0);
+  for (double cap : {1.0, 50.0 * 1.4426950408889634}) expect_soft_cap_within<double>(cap, 3.0);
 }
 
 TEST(ScoreModifierSimd, DistancePenaltyOnUnalignedRuns) {
