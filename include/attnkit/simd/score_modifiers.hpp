@@ -71,7 +71,7 @@ Batch<T> at_most(const Batch<T>& t, T bound) {
 /// natural scores), x -> cap tanh(x / cap), per lane of t = 2 log2(e) x / cap (the score
 /// divided ahead: the tiled driver folds the factor into its query scaling, so the score tile
 /// computes t): cap - 2 cap / (2^t + 1), with t clamped to 64 (where tanh(t ln2 / 2) is 1 in
-/// double). Absolute error within 3 ulp of cap (2e-7 cap in float with FMA) and never beyond
+/// double). Absolute error within 3 ulp of cap (2.8 at worst over a dense sweep) and never beyond
 /// +-cap: the rounding error of a score of the cap's size anyway, in 14 instructions per
 /// AVX-512 vector against the 22 of a tanh accurate to ulps near 0 (SPEC.md section 14).
 /// NaN stays NaN; +-inf give +-cap. Also score_tile's epilogue (simd/score_tile.hpp), which
