@@ -64,8 +64,8 @@ void run_packed(const P& pattern, const TensorView<const E>& q, std::span<const 
   };
   const auto sequence_call = [&](index_t b, const TensorView<compute_type_t<E>>* sequence_lse) {
     const SequenceRange range = range_of(b);
-    const AttentionShape shape{1, packed.q_heads, packed.kv_heads, range.rows, range.keys, packed.head_dim,
-                               packed.value_dim};
+    const AttentionShape shape{1,          packed.q_heads,  packed.kv_heads, range.rows,
+                               range.keys, packed.head_dim, packed.value_dim};
     return AttentionCall<T, E, Out>{shape,
                                     q.rows(0, range.first_query, range.rows),
                                     k.rows(0, range.first_key, range.keys),

@@ -131,8 +131,7 @@ void expect_separate_calls_bit_for_bit(int threads) {
           rows_copy.insert(rows_copy.end(), view.row(0, h, l), view.row(0, h, l) + view.dim());
       return rows_copy;
     };
-    const std::vector<E> q = copy(packed.qv().rows(0, first_row, rows)),
-                         k = copy(packed.kv().rows(0, first_key, keys)),
+    const std::vector<E> q = copy(packed.qv().rows(0, first_row, rows)), k = copy(packed.kv().rows(0, first_key, keys)),
                          v = copy(packed.vv().rows(0, first_key, keys));
     std::vector<Out> alone(static_cast<std::size_t>(kQHeads * rows * kValueDim));
     attention(sequence_prefix(pattern, keys), bhld(q.data(), 1, kQHeads, rows, kDim),

@@ -56,14 +56,15 @@ TEST(AlibiSlopes, PowersOfTwoAndPressInterleavingOtherwise) {
   expect_invalid_argument([] { alibi_slopes(0); }, "alibi_slopes: heads = 0");
 }
 
-/// simd::SoftCap (of x times its divisor factor) against cap tanh(x / cap) in double: within `ulps_of_cap` ulp of the cap
-/// everywhere (an absolute bound: the rounding of a score of the cap's size), the sign of x
-/// beyond that bound, never beyond +-cap, NaN kept.
+/// simd::SoftCap (of x times its divisor factor) against cap tanh(x / cap) in double: within `ulps_of_cap` ulp of the
+/// cap everywhere (an absolute bound: the rounding of a score of the cap's size), the sign of x beyond that bound,
+/// never beyond +-cap, NaN kept.
 template <class T>
 void expect_soft_cap_within(T cap, double ulps_of_cap) {
   constexpr index_t kW = static_cast<index_t>(simd::kWidth<T>);
   const T infinity = std::numeric_limits<T>::infinity();
-  std::vector<T> inputs{T(0), T(1e-30), T(1e-8), T(0.01), T(1), T(3), cap / 4, cap, 9 * cap, 30 * cap, T(1e30), infinity};
+  std::vector<T> inputs{T(0),    T(1e-30), T(1e-8), T(0.01),  T(1),    T(3),
+                        cap / 4, cap,      9 * cap, 30 * cap, T(1e30), infinity};
   for (int e = -400; e <= 400; ++e)
     inputs.push_back(cap * std::ldexp(T(1), e / 40) * (T(1) + T(0.013) * static_cast<T>(e % 40)));
   for (T x : std::vector<T>(inputs)) inputs.push_back(-x);
@@ -75,7 +76,8 @@ void expect_soft_cap_within(T cap, double ulps_of_cap) {
     capped(simd::Batch<T>::load_unaligned(inputs.data() + c) * factor).store_unaligned(got.data() + c);
   const double tolerance = ulps_of_cap * std::numeric_limits<T>::epsilon() * static_cast<double>(cap);
   for (std::size_t c = 0; c < inputs.size(); ++c) {
-    const double exact = static_cast<double>(cap) * std::tanh(static_cast<double>(inputs[c]) / static_cast<double>(cap));
+    const double exact =
+        static_cast<double>(cap) * std::tanh(static_cast<double>(inputs[c]) / static_cast<double>(cap));
     EXPECT_NEAR(got[c], exact, tolerance) << "cap " << cap << ", x = " << inputs[c];
     EXPECT_LE(std::abs(got[c]), cap) << inputs[c];
     if (std::abs(exact) > tolerance) {

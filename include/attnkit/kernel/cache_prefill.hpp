@@ -62,7 +62,8 @@ void run_cache_prefill(const P& pattern, const CacheCall& call, int threads) {
     call.widen_sequence(b, empty_rows, rows, keys.data(), values.data(), queries.data(), threads);
     const TensorView<float>* lse = call.lse();
     const index_t first_row = geometry.view_row(b, empty_rows);
-    const TensorView<float> lse_rows = lse != nullptr ? lse->rows(geometry.view_batch(b), first_row, rows) : TensorView<float>();
+    const TensorView<float> lse_rows =
+        lse != nullptr ? lse->rows(geometry.view_batch(b), first_row, rows) : TensorView<float>();
     const AttentionCall<float> square_call{
         square(length),
         bhld(static_cast<const float*>(queries.data()), 1, q_heads, rows, head_dim),

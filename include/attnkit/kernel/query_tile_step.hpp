@@ -128,8 +128,8 @@ index_t load_queries(const Call& call, const Plan& plan, const CallPanels<Call>&
   const index_t rows = q_end - q_begin;
   const index_t padded_rows = attnkit::detail::round_up(rows, std::max(simd::kScoreRowBlock, simd::kValueRowBlock));
   // Soft-capping takes its score divided by the cap (simd::SoftCap): one factor more here.
-  const T softcap_factor = call.modifiers.softcap > 0 ? simd::SoftCap<T>::divisor_factor(softcap_in_base_2<T>(call))
-                                                      : T(1);
+  const T softcap_factor =
+      call.modifiers.softcap > 0 ? simd::SoftCap<T>::divisor_factor(softcap_in_base_2<T>(call)) : T(1);
   const T q_scale = call.scale * kLog2e<T> * softcap_factor;
   T* queries = work.queries;
   for (index_t r = 0; r < rows; ++r)

@@ -61,6 +61,18 @@ struct FloatBits<double> {
 
 }  // namespace detail
 
+namespace detail {
+/// 2^f for f in [-1/2, 1/2]: Exp2Coefficients by Horner's rule (every exp2 path shares it, so
+/// they round alike).
+template <class T>
+Batch<T> exp2_polynomial(const Batch<T>& f) {
+  constexpr auto& c = Exp2Coefficients<T>::value;
+  Batch<T> poly(c[c.size() - 1]);
+  for (std::size_t k = c.size() - 1; k-- > 0;) poly = simd::fma(poly, f, Batch<T>(c[k]));
+  return poly;
+}
+}  // namespace detail
+
 #if defined(__AVX512F__)
 namespace detail {
 
@@ -72,7 +84,6 @@ namespace detail {
 /// NaN lanes ("not less or equal, unordered").
 template <class T>
 Batch<T> exp2_avx512(Batch<T> x) {
-  constexpr auto& c = Exp2Coefficients<T>::value;
   constexpr T kLimit = static_cast<T>(FloatBits<T>::kBias);
   constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   Batch<T> clamped, n;
@@ -84,8 +95,7 @@ Batch<T> exp2_avx512(Batch<T> x) {
     n = _mm512_roundscale_pd(clamped, kNearest);
   }
   const Batch<T> f = clamped - n;  // [-1/2, 1/2]
-  Batch<T> poly(c[c.size() - 1]);
-  for (std::size_t k = c.size() - 1; k-- > 0;) poly = simd::fma(poly, f, Batch<T>(c[k]));
+  const Batch<T> poly = exp2_polynomial(f);
   if constexpr (std::is_same_v<T, float>) {
     const __mmask16 normal = _mm512_cmp_ps_mask(n, _mm512_set1_ps(-kLimit), _CMP_NLE_UQ);
     return Batch<T>(_mm512_maskz_scalef_ps(normal, poly, n));
@@ -108,7 +118,6 @@ Batch<T> exp2(Batch<T> x) {
 #endif
   using Bits = detail::FloatBits<T>;
   using IntBatch = xsimd::batch<typename Bits::Int>;
-  constexpr auto& c = detail::Exp2Coefficients<T>::value;
   const T limit = static_cast<T>(Bits::kBias);
 
   const Batch<T> clamped = xsimd::min(xsimd::max(x, Batch<T>(-limit)), Batch<T>(limit));
@@ -117,8 +126,7 @@ Batch<T> exp2(Batch<T> x) {
   const Batch<T> n = shifted - Batch<T>(Bits::kRoundingShift);
   const Batch<T> f = clamped - n;  // [-1/2, 1/2]
 
-  Batch<T> poly(c[c.size() - 1]);
-  for (std::size_t k = c.size() - 1; k-- > 0;) poly = simd::fma(poly, f, Batch<T>(c[k]));
+  const Batch<T> poly = detail::exp2_polynomial(f);
 
   // 2^n: biased exponent n + bias in the exponent field; n = -bias gives the bit pattern of +0.
   const IntBatch n_bits =

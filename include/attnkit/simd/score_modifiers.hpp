@@ -35,7 +35,6 @@ template <class T>
 Batch<T> exp2_at_most_64(const Batch<T>& t) {
 #if defined(__AVX512DQ__)
   if constexpr (sizeof(Batch<T>) == 64) {
-    constexpr auto& c = Exp2Coefficients<T>::value;
     constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     Batch<T> n, f;  // t = n + f, n integral, f in [-1/2, 1/2]
     if constexpr (std::is_same_v<T, float>) {
@@ -45,8 +44,7 @@ Batch<T> exp2_at_most_64(const Batch<T>& t) {
       n = _mm512_roundscale_pd(t, kNearest);
       f = _mm512_reduce_pd(t, kNearest);
     }
-    Batch<T> poly(c[c.size() - 1]);
-    for (std::size_t k = c.size() - 1; k-- > 0;) poly = fma(poly, f, Batch<T>(c[k]));
+    const Batch<T> poly = exp2_polynomial(f);
     if constexpr (std::is_same_v<T, float>) return Batch<T>(_mm512_scalef_ps(poly, n));
     if constexpr (std::is_same_v<T, double>) return Batch<T>(_mm512_scalef_pd(poly, n));
   }
@@ -59,8 +57,10 @@ template <class T>
 Batch<T> at_most(const Batch<T>& t, T bound) {
 #if defined(__AVX512F__)
   // vmin returns its second operand when either is NaN.
-  if constexpr (sizeof(Batch<T>) == 64 && std::is_same_v<T, float>) return Batch<T>(_mm512_min_ps(_mm512_set1_ps(bound), t));
-  if constexpr (sizeof(Batch<T>) == 64 && std::is_same_v<T, double>) return Batch<T>(_mm512_min_pd(_mm512_set1_pd(bound), t));
+  if constexpr (sizeof(Batch<T>) == 64 && std::is_same_v<T, float>)
+    return Batch<T>(_mm512_min_ps(_mm512_set1_ps(bound), t));
+  if constexpr (sizeof(Batch<T>) == 64 && std::is_same_v<T, double>)
+    return Batch<T>(_mm512_min_pd(_mm512_set1_pd(bound), t));
 #endif
   return xsimd::select(xsimd::isnan(t), t, xsimd::min(t, Batch<T>(bound)));
 }
