@@ -117,8 +117,45 @@ void decode_rows(const SequenceMasks& masks_of, const TensorView<const double>& 
   }
 }
 
-/// The float64 evaluation behind both reference::attention overloads over a cache: validates,
-/// widens q exactly into a [B, Hq, Lq, D] double buffer, then decode_rows.
+/// q [B, Hq, Lq, D] widened exactly into doubles of the same shape (BHLD). With the 8-bit query
+/// mode each block of 32 values is quantized by the cache's rule and read back as d * q (exact
+/// in double), so a score is the sum over blocks of d_q d_k sum_i q_i k_i (SPEC.md section 13).
+/// Typed by Q alone: compiled once per query type, not per pattern and cache type.
+template <class Q>
+std::vector<double> widened_query(const TensorView<const Q>& q, bool quantized_query) {
+  std::vector<double> wide(static_cast<std::size_t>(q.batch() * q.heads() * q.seq() * q.dim()));
+  const TensorView<double> q64 = bhld(wide.data(), q.batch(), q.heads(), q.seq(), q.dim());
+  for (index_t b = 0; b < q.batch(); ++b)
+    for (index_t h = 0; h < q.heads(); ++h)
+      for (index_t i = 0; i < q.seq(); ++i)
+        for (index_t d = 0; d < q.dim(); ++d) q64(b, h, i, d) = static_cast<double>(widen(q(b, h, i, d)));
+  if (!quantized_query) return wide;
+  // Each double is a widened float, bfloat16 or float16, so narrowing it back to float is exact.
+  for (std::size_t c = 0; c < wide.size(); c += q8_0_block::kValues) {
+    float block[q8_0_block::kValues];
+    for (index_t d = 0; d < q8_0_block::kValues; ++d) block[d] = static_cast<float>(wide[c + d]);
+    const q8_0_block quantized = quantize_q8_0(block);
+    for (index_t d = 0; d < q8_0_block::kValues; ++d)
+      wide[c + d] = static_cast<double>(to_float(quantized.scale)) * static_cast<double>(quantized.values[d]);
+  }
+  return wide;
+}
+
+/// The masks of sequence_prefix(pattern, length) on the square shape of a sequence of
+/// `length` tokens. Typed by P alone.
+template <DecodablePattern P>
+SequenceMasks sequence_masks(const P& pattern, index_t query_heads, const attnkit::detail::CacheShape& shape) {
+  return [&pattern, query_heads, shape](index_t length) -> SequenceMask {
+    const AttentionShape square{1, query_heads, shape.kv_heads, length, length, shape.head_dim, shape.value_dim};
+    return [mask = sequence_prefix(pattern, length).mask(square)](index_t h, index_t i, index_t j) {
+      return static_cast<int>(mask.multiplicity(h, i, j));
+    };
+  };
+}
+
+/// The float64 evaluation behind the reference::attention overloads over a cache: validates,
+/// widens q, then decode_rows. Only this glue is compiled per pattern, query type and cache type;
+/// the steps it calls are typed by one of them each.
 template <DecodablePattern P, class Q, AnyKvCache Cache>
 void decode_in_double(const P& pattern, const TensorView<const Q>& q, const Cache& cache, const TensorView<double>& out,
                       const TensorView<double>* lse, const Options& options, std::span<const index_t> query_offsets,
@@ -129,33 +166,10 @@ void decode_in_double(const P& pattern, const TensorView<const Q>& q, const Cach
   std::vector<index_t> offsets(query_offsets.begin(), query_offsets.end());
   if (!packed)
     for (index_t b = 0; b <= shape.batch; ++b) offsets.push_back(b * q.seq());
-  std::vector<double> wide(static_cast<std::size_t>(q.batch() * q.heads() * q.seq() * q.dim()));
-  const TensorView<double> q64 = bhld(wide.data(), q.batch(), q.heads(), q.seq(), q.dim());
-  for (index_t b = 0; b < q.batch(); ++b)
-    for (index_t h = 0; h < q.heads(); ++h)
-      for (index_t i = 0; i < q.seq(); ++i) {
-        for (index_t d = 0; d < q.dim(); ++d) q64(b, h, i, d) = static_cast<double>(widen(q(b, h, i, d)));
-        if (options.quantized_query) {
-          // The 8-bit query mode: each block of 32 float values quantized by the cache's rule,
-          // then read back as d * q (exact in double), so a score is the sum over blocks of
-          // d_q d_k sum_i q_i k_i (SPEC.md section 13).
-          for (index_t c = 0; c < q.dim(); c += q8_0_block::kValues) {
-            float block[q8_0_block::kValues];
-            for (index_t d = 0; d < q8_0_block::kValues; ++d) block[d] = static_cast<float>(q64(b, h, i, c + d));
-            const q8_0_block quantized = quantize_q8_0(block);
-            for (index_t d = 0; d < q8_0_block::kValues; ++d)
-              q64(b, h, i, c + d) =
-                  static_cast<double>(to_float(quantized.scale)) * static_cast<double>(quantized.values[d]);
-          }
-        }
-      }
-  const SequenceMasks masks_of = [&](index_t length) -> SequenceMask {
-    const AttentionShape square{1, q.heads(), shape.kv_heads, length, length, shape.head_dim, shape.value_dim};
-    return [mask = sequence_prefix(pattern, length).mask(square)](index_t h, index_t i, index_t j) {
-      return static_cast<int>(mask.multiplicity(h, i, j));
-    };
-  };
-  decode_rows(masks_of, TensorView<const double>(q64), cache, shape, out, lse,
+  std::vector<double> wide = widened_query(q, options.quantized_query);
+  const TensorView<const double> q64 =
+      bhld(static_cast<const double*>(wide.data()), q.batch(), q.heads(), q.seq(), q.dim());
+  decode_rows(sequence_masks(pattern, q.heads(), shape), q64, cache, shape, out, lse,
               attnkit::detail::resolve_scale(options, shape.head_dim),
               attnkit::detail::validate_score_modifiers(options.softcap, options.alibi_slopes, q.heads()),
               QueryLayout{offsets, packed});
