@@ -52,8 +52,8 @@ T softcap_in_base_2(const Call& call) {
 
 /// Applies score modifiers (SPEC.md section 14) to n base-2 scores of consecutive keys
 /// first_key .. first_key + n - 1 for a query of head h at `position`: soft-capping first, then
-/// ALiBi's distance penalty. Used by decode (the tiled driver caps in its score tile's
-/// epilogue and calls subtract_alibi).
+/// ALiBi's distance penalty. Used by decode (the tiled driver applies both in its score tile's
+/// epilogue: score_segments).
 template <class T>
 void modify_score_run(const ScoreModifiers& modifiers, T* row, index_t n, index_t h, index_t position,
                       index_t first_key) {
@@ -63,24 +63,25 @@ void modify_score_run(const ScoreModifiers& modifiers, T* row, index_t n, index_
   simd::subtract_distance(row, n, slope, position - first_key);
 }
 
-/// ALiBi's distance penalty on one row of a key tile's base-2 scores (soft-capping came
-/// first, in the score tile's epilogue: score_segments): `row` holds keys at plan positions
-/// [tile.begin, tile.end) for query row `query_row` of head h, at position
-/// query_row + Lk - Lq. A ReorderingPlan's keys are not consecutive rows (Dilated's residue
-/// classes), so it finds each key's row through the plan.
-template <class Call, KeyTilePlan Plan, class T = typename Call::value_type>
+/// Query head h's ALiBi slope in the kernels' base-2 score units.
+template <class T, class Call>
+T alibi_slope_in_base_2(const Call& call, index_t h) {
+  return static_cast<T>(call.modifiers.slopes[static_cast<std::size_t>(h)] * kLog2e<double>);
+}
+
+/// ALiBi's distance penalty on one row of a key tile's base-2 scores where a ReorderingPlan's
+/// keys are not consecutive rows (Dilated's residue classes): `row` holds keys at plan
+/// positions [tile.begin, tile.end) for query row `query_row` of head h, at position
+/// query_row + Lk - Lq; each key's row comes from the plan. Other plans take the penalty in the
+/// score tile's epilogue (simd::DistancePenalty, score_segments). Soft-capping came first.
+template <class Call, ReorderingPlan Plan, class T = typename Call::value_type>
 void subtract_alibi(const Call& call, const Plan& plan, index_t h, index_t query_row, const KeyTile& tile, T* row) {
-  const ScoreModifiers& modifiers = call.modifiers;
   const index_t keys = tile.end - tile.begin;
   const index_t position = query_row + call.shape.kv_len - call.shape.q_len;
-  const T slope = static_cast<T>(modifiers.slopes[static_cast<std::size_t>(h)] * kLog2e<double>);
-  if constexpr (ReorderingPlan<Plan>) {
-    for (index_t c = 0; c < keys; ++c) {
-      const index_t key = attnkit::key_row(plan, h, tile.begin + c);
-      row[c] -= slope * static_cast<T>(position > key ? position - key : key - position);
-    }
-  } else {
-    simd::subtract_distance(row, keys, slope, position - tile.begin);
+  const T slope = alibi_slope_in_base_2<T>(call, h);
+  for (index_t c = 0; c < keys; ++c) {
+    const index_t key = attnkit::key_row(plan, h, tile.begin + c);
+    row[c] -= slope * static_cast<T>(position > key ? position - key : key - position);
   }
 }
 
@@ -104,6 +105,7 @@ struct QueryTileWorkspace {
         softmax(tiles.query_rows, value_stride) {
     segments.reserve(static_cast<std::size_t>(tiles.key_rows));
     query_rows.resize(static_cast<std::size_t>(tiles.query_rows));
+    alibi_offsets.resize(static_cast<std::size_t>(tiles.query_rows));
     result.resize(static_cast<std::size_t>(shape.value_dim));
   }
   T* queries;  // [query_rows x head_dim], rows past the tile zero
@@ -111,6 +113,7 @@ struct QueryTileWorkspace {
   OnlineSoftmax<T> softmax;
   std::vector<KeySegment> segments;  // the key tiles sharing the current score tile
   std::vector<index_t> query_rows;   // the query row behind each position of the tile
+  std::vector<T> alibi_offsets;      // per padded row: its position minus the segment's first key
   std::vector<T> result;             // one finished row for an OccurrencePlan's sink or to narrow
 };
 
@@ -163,10 +166,10 @@ index_t load_queries(const Call& call, const Plan& plan, const CallPanels<Call>&
 }
 
 /// Step 2, scores with mask and bias, for the key tiles gathered in work.segments (one score
-/// tile of `columns` columns): S = Q K^T per segment (soft-capped on its way out of the
-/// registers), then for each row ALiBi's penalty (on every score: excluded ones are
-/// overwritten next), the plan's exclusion
-/// on tiles that need a mask and its score bias (BiasedPlan) on the tiles the bias policy
+/// tile of `columns` columns): S = Q K^T per segment, soft-capped and ALiBi's penalty
+/// subtracted on its way out of the registers (on every score: excluded ones are overwritten
+/// next; a ReorderingPlan's penalty comes after, per row: subtract_alibi), then for each row
+/// the plan's exclusion on tiles that need a mask and its score bias (BiasedPlan) on the tiles the bias policy
 /// names (its bias_scope: masked tiles, or every tile), -inf in each segment's padding
 /// columns; then the online softmax absorbs the tile and accumulates P V. Clears the segments.
 template <class Call, KeyTilePlan Plan, class T = typename Call::value_type>
@@ -184,17 +187,38 @@ void score_segments(const Call& call, const Plan& plan, const TileShape& tiles, 
     const index_t panel = tile.begin / tiles.key_rows;
     const index_t keys = tile.end - tile.begin;
     const T* keys_t = panels.key_panel(panel) + (tile.begin - panel * tiles.key_rows);
+    const bool alibi = !call.modifiers.slopes.empty();
+    const auto score_with = [&](const auto& epilogue) {
+      simd::score_tile(work.queries, head_dim, keys_t, tiles.key_rows, padded_rows, keys, scores + segment.column,
+                       score_stride, epilogue);
+    };
+    const auto penalised = [&]<class Inner>(const Inner& inner) {
+      if constexpr (!ReorderingPlan<Plan>) {
+        if (alibi) {
+          // Consecutive keys from tile.begin: the penalty in the epilogue as well.
+          const index_t diagonal_row = tile.begin + call.shape.q_len - call.shape.kv_len;  // at tile.begin
+          for (index_t r = 0; r < padded_rows; ++r) {
+            const index_t query_row = r < rows ? work.query_rows[static_cast<std::size_t>(r)] : diagonal_row;
+            work.alibi_offsets[static_cast<std::size_t>(r)] = static_cast<T>(query_row - diagonal_row);
+          }
+          score_with(
+              simd::DistancePenalty<T, Inner>(inner, work.alibi_offsets.data(), alibi_slope_in_base_2<T>(call, h)));
+          return;
+        }
+      }
+      score_with(inner);
+    };
     if (call.modifiers.softcap > 0) {
-      simd::score_tile(work.queries, head_dim, keys_t, tiles.key_rows, padded_rows, keys, scores + segment.column,
-                       score_stride, simd::SoftCap<T>(softcap_in_base_2<T>(call)));
+      penalised(simd::SoftCap<T>(softcap_in_base_2<T>(call)));
     } else {
-      simd::score_tile(work.queries, head_dim, keys_t, tiles.key_rows, padded_rows, keys, scores + segment.column,
-                       score_stride);
+      penalised(simd::PlainScores{});
     }
-    const bool biased = biases_tile(plan, tile), alibi = !call.modifiers.slopes.empty();
+    const bool biased = biases_tile(plan, tile);
     for (index_t r = 0; r < rows; ++r) {
       T* row = scores + r * score_stride + segment.column;
-      if (alibi) subtract_alibi(call, plan, h, work.query_rows[static_cast<std::size_t>(r)], tile, row);
+      if constexpr (ReorderingPlan<Plan>) {
+        if (alibi) subtract_alibi(call, plan, h, work.query_rows[static_cast<std::size_t>(r)], tile, row);
+      }
       if (tile.needs_mask) plan.exclude(h, q_begin + r, tile, row);
       if constexpr (BiasedPlan<Plan>) {
         if (biased) plan.add_bias(h, q_begin + r, tile, row, kLog2e<T>);

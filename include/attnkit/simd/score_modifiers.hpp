@@ -88,8 +88,36 @@ struct SoftCap {
     const Batch<T> inverse = detail::reciprocal<T>(power + Batch<T>(T(1)));
     return fma(Batch<T>(-2 * cap), inverse, Batch<T>(cap));
   }
+  /// As score_tile's epilogue (the place in the tile does not matter).
+  Batch<T> operator()(const Batch<T>& t, index_t /*row*/, index_t /*column*/) const { return (*this)(t); }
 
   T cap;
+};
+
+/// score_tile's epilogue for ALiBi over consecutive keys: the scores through `inner` (the
+/// plain scores or soft-capping, which comes first), then minus slope |offset_r - c| per lane,
+/// for score tile row r and tile column c, where offsets[r] is row r's query position minus
+/// the position of the key in column 0. Three instructions per vector (a subtraction, an
+/// absolute value and an FMA) on the accumulators, instead of a pass over the stored scores.
+/// Distances are exact in T up to 2^24 (float).
+template <class T, class Inner>
+struct DistancePenalty {
+  /// offsets: one per row of the score tile, padded rows included; slope in base-2 units.
+  DistancePenalty(const Inner& inner_epilogue, const T* row_offsets, T slope)
+      : inner(inner_epilogue), offsets(row_offsets), minus_slope(-slope) {
+    alignas(64) T lanes[kWidth<T>];
+    for (std::size_t l = 0; l < kWidth<T>; ++l) lanes[l] = static_cast<T>(l);
+    lane = Batch<T>::load_aligned(lanes);
+  }
+
+  Batch<T> operator()(const Batch<T>& scores, index_t row, index_t column) const {
+    const Batch<T> distance = xsimd::abs(Batch<T>(offsets[row] - static_cast<T>(column)) - lane);
+    return fma(distance, minus_slope, inner(scores, row, column));
+  }
+
+  Inner inner;
+  const T* offsets;
+  Batch<T> minus_slope, lane;
 };
 
 namespace detail {

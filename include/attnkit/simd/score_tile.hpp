@@ -11,23 +11,26 @@ inline constexpr index_t kScoreRowBlock = 4;
 /// Most vectors of keys per register block.
 inline constexpr index_t kScoreVectorBlock = 4;
 
-/// score_tile's default epilogue: the scores as they are.
+/// score_tile's default epilogue: the scores as they are. An epilogue takes one accumulator
+/// and where it lies in the score tile (its row, and the column of its first lane) and returns
+/// the vector to store.
 struct PlainScores {
   template <class T>
-  Batch<T> operator()(const Batch<T>& scores) const {
+  Batch<T> operator()(const Batch<T>& scores, index_t /*row*/, index_t /*column*/) const {
     return scores;
   }
 };
 
 namespace detail {
 
-/// One [kR x kVectors * width] block of S: per d, kVectors key loads, kR query broadcasts
+/// One [kR x kVectors * width] block of S at rows row0.. and columns column0.. of the score
+/// tile (q, kt and s already point there): per d, kVectors key loads, kR query broadcasts
 /// and kR * kVectors FMAs; each accumulator goes through `epilogue` on its way out. The
 /// pragmas unroll the constant-count loops at -O2 as well (GCC 12 at -O2 left acc in memory:
 /// the kernel ran 4x slower than at -O3).
 template <class T, index_t kR, index_t kVectors, class Epilogue>
-void score_block(const T* q, index_t head_dim, const T* kt, index_t panel_cols, T* s, index_t s_stride,
-                 const Epilogue& epilogue) {
+void score_block(const T* q, index_t head_dim, const T* kt, index_t panel_cols, T* s, index_t s_stride, index_t row0,
+                 index_t column0, const Epilogue& epilogue) {
   constexpr index_t kW = static_cast<index_t>(kWidth<T>);
   Batch<T> acc[kR][kVectors];
 #pragma GCC unroll 16
@@ -51,7 +54,8 @@ void score_block(const T* q, index_t head_dim, const T* kt, index_t panel_cols, 
 #pragma GCC unroll 16
   for (index_t r = 0; r < kR; ++r)
 #pragma GCC unroll 16
-    for (index_t v = 0; v < kVectors; ++v) epilogue(acc[r][v]).store_aligned(s + r * s_stride + v * kW);
+    for (index_t v = 0; v < kVectors; ++v)
+      epilogue(acc[r][v], row0 + r, column0 + v * kW).store_aligned(s + r * s_stride + v * kW);
 }
 
 /// The last 1 .. kScoreVectorBlock - 1 vectors of a score tile, rows [0, rows): in blocks of
@@ -61,18 +65,18 @@ void score_block(const T* q, index_t head_dim, const T* kt, index_t panel_cols, 
 /// band).
 template <class T, index_t kVectors, class Epilogue>
 void score_tail(const T* q, index_t head_dim, const T* kt, index_t panel_cols, index_t rows, T* s, index_t s_stride,
-                const Epilogue& epilogue) {
+                index_t column0, const Epilogue& epilogue) {
   constexpr index_t kWide = 2 * kScoreRowBlock;
   index_t r0 = 0;
   if constexpr ((kWide + 1) * kVectors + 1 <= kVectorRegisters<T>) {
     for (; r0 + kWide <= rows; r0 += kWide) {
-      score_block<T, kWide, kVectors>(q + r0 * head_dim, head_dim, kt, panel_cols, s + r0 * s_stride, s_stride,
-                                      epilogue);
+      score_block<T, kWide, kVectors>(q + r0 * head_dim, head_dim, kt, panel_cols, s + r0 * s_stride, s_stride, r0,
+                                      column0, epilogue);
     }
   }
   for (; r0 < rows; r0 += kScoreRowBlock) {
     score_block<T, kScoreRowBlock, kVectors>(q + r0 * head_dim, head_dim, kt, panel_cols, s + r0 * s_stride, s_stride,
-                                             epilogue);
+                                             r0, column0, epilogue);
   }
 }
 
@@ -94,20 +98,20 @@ void score_tile(const T* q, index_t head_dim, const T* kt, index_t panel_cols, i
     T* s_rows = s + r0 * s_stride;
     for (index_t v0 = 0; v0 < full_blocks; v0 += kScoreVectorBlock) {
       detail::score_block<T, kScoreRowBlock, kScoreVectorBlock>(q_rows, head_dim, kt + v0 * kW, panel_cols,
-                                                                s_rows + v0 * kW, s_stride, epilogue);
+                                                                s_rows + v0 * kW, s_stride, r0, v0 * kW, epilogue);
     }
   }
   const T* kt_tail = kt + full_blocks * kW;
   T* s_tail = s + full_blocks * kW;
   switch (vectors - full_blocks) {
     case 3:
-      detail::score_tail<T, 3>(q, head_dim, kt_tail, panel_cols, rows, s_tail, s_stride, epilogue);
+      detail::score_tail<T, 3>(q, head_dim, kt_tail, panel_cols, rows, s_tail, s_stride, full_blocks * kW, epilogue);
       break;
     case 2:
-      detail::score_tail<T, 2>(q, head_dim, kt_tail, panel_cols, rows, s_tail, s_stride, epilogue);
+      detail::score_tail<T, 2>(q, head_dim, kt_tail, panel_cols, rows, s_tail, s_stride, full_blocks * kW, epilogue);
       break;
     case 1:
-      detail::score_tail<T, 1>(q, head_dim, kt_tail, panel_cols, rows, s_tail, s_stride, epilogue);
+      detail::score_tail<T, 1>(q, head_dim, kt_tail, panel_cols, rows, s_tail, s_stride, full_blocks * kW, epilogue);
       break;
     default:
       break;
