@@ -166,17 +166,13 @@ inline void validate_scale_and_threads(const Options& options) {
   }
 }
 
-/// Validates q [B,Hq,Lq,D], k [B,Hk,Lk,D], v [B,Hk,Lk,Dv], out [B,Hq,Lq,Dv], optional
-/// lse [B,Hq,Lq,1] and the options, and that out and lse overlap no other argument; returns
-/// the call's shape. Throws attnkit::invalid_argument
-/// naming the first broken rule. (Element types are checked at compile time by the front door.)
-template <class T, class Output = T, class Lse = T>
-AttentionShape validate_call(const TensorView<const T>& q, const TensorView<const T>& k, const TensorView<const T>& v,
-                             const TensorView<Output>& out, const TensorView<Lse>* lse, const Options& options) {
+/// Validates the views q [B,Hq,Lq,D], k [B,Hk,Lk,D], v [B,Hk,Lk,Dv] and returns the call's
+/// shape (the forward and backward calls).
+template <class Q, class K, class V>
+AttentionShape validate_inputs(const TensorView<Q>& q, const TensorView<K>& k, const TensorView<V>& v) {
   validate_view("q", q, 1);
   validate_view("k", k, 1);
   validate_view("v", v, 1);
-  validate_view("out", out, 1);
   const AttentionShape shape{q.batch(), q.heads(), k.heads(), q.seq(), k.seq(), q.dim(), v.dim()};
   require_size("k", k, kBatch, shape.batch, "must equal q.sizes[batch]");
   require_size("k", k, kDim, shape.head_dim, "must equal q.sizes[dim] (queries and keys share D)");
@@ -187,10 +183,28 @@ AttentionShape validate_call(const TensorView<const T>& q, const TensorView<cons
   require_size("v", v, kBatch, shape.batch, "must equal q.sizes[batch]");
   require_size("v", v, kHeads, shape.kv_heads, "must equal k.sizes[heads]");
   require_size("v", v, kSeq, shape.kv_len, "must equal k.sizes[seq]");
-  require_size("out", out, kBatch, shape.batch, "must equal q.sizes[batch]");
-  require_size("out", out, kHeads, shape.q_heads, "must equal q.sizes[heads]");
-  require_size("out", out, kSeq, shape.q_len, "must equal q.sizes[seq]");
-  require_size("out", out, kDim, shape.value_dim, "must equal v.sizes[dim]");
+  return shape;
+}
+
+/// A view of the output's shape [B,Hq,Lq,Dv] (out, or the backward's d_out), named `name`.
+template <class Output>
+void validate_output(const char* name, const TensorView<Output>& out, const AttentionShape& shape) {
+  validate_view(name, out, 1);
+  require_size(name, out, kBatch, shape.batch, "must equal q.sizes[batch]");
+  require_size(name, out, kHeads, shape.q_heads, "must equal q.sizes[heads]");
+  require_size(name, out, kSeq, shape.q_len, "must equal q.sizes[seq]");
+  require_size(name, out, kDim, shape.value_dim, "must equal v.sizes[dim]");
+}
+
+/// Validates q [B,Hq,Lq,D], k [B,Hk,Lk,D], v [B,Hk,Lk,Dv], out [B,Hq,Lq,Dv], optional
+/// lse [B,Hq,Lq,1] and the options, and that out and lse overlap no other argument; returns
+/// the call's shape. Throws attnkit::invalid_argument
+/// naming the first broken rule. (Element types are checked at compile time by the front door.)
+template <class T, class Output = T, class Lse = T>
+AttentionShape validate_call(const TensorView<const T>& q, const TensorView<const T>& k, const TensorView<const T>& v,
+                             const TensorView<Output>& out, const TensorView<Lse>* lse, const Options& options) {
+  const AttentionShape shape = validate_inputs(q, k, v);
+  validate_output("out", out, shape);
   if (lse != nullptr) validate_lse(*lse, shape.batch, shape.q_heads, shape.q_len);
   reject_overlap("out", out, "q", q);
   reject_overlap("out", out, "k", k);
