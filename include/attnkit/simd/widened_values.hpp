@@ -55,12 +55,24 @@ template <index_t kVectors, ZeroWeights kZero, class E>
   // A copy, so that its fields stay in registers (through the pointer GCC reloaded them and
   // recomputed the row's address for every key: 40 instructions of bookkeeping per key).
   const RowPrefetch<E> prefetch = ahead != nullptr ? *ahead : RowPrefetch<E>{};
+  // The block's columns from one pointer per row with compile-time offsets: with first_value
+  // added per key, GCC kept each vector's offset on the stack and reloaded it for every key
+  // (8 loads per key for 8-bit rows). For 8-bit blocks first_value is a multiple of kVectors
+  // vectors (of a block when they are more), so each block's scale is converted once for its
+  // vectors, and the pointer is at a whole block.
+  const E* columns = v;
+  index_t value_in_column = 0;
+  if constexpr (std::is_same_v<E, q8_0_block>) {
+    constexpr index_t kBlockValues = static_cast<index_t>(q8_0_block::kValues);
+    columns += first_value / kBlockValues;
+    if constexpr (kVectors * kW % kBlockValues != 0) value_in_column = first_value % kBlockValues;
+  } else {
+    columns += first_value;
+  }
   for (index_t j = 0; j < keys; ++j) {
     prefetch.row(j);
-    // For 8-bit blocks first_value is a multiple of kVectors vectors (of a block when they
-    // are more), so each block's scale is converted once for its vectors.
     Batch<float> values[kVectors];
-    load_widened_vectors(v + j * v_stride, first_value, values);
+    load_widened_vectors(columns + j * v_stride, value_in_column, values);
 #pragma GCC unroll 16
     for (index_t r = 0; r < kR; ++r) {
       const float weight = p[r * p_stride + j];
