@@ -44,10 +44,16 @@ bool biases_tile(const Plan& plan, const KeyTile& tile) {
   }
 }
 
-/// The call's soft-capping cap in the kernels' base-2 score units.
-template <class T, class Call>
-T softcap_in_base_2(const Call& call) {
-  return static_cast<T>(call.modifiers.softcap * kLog2e<double>);
+/// The soft-capping cap in the kernels' base-2 score units.
+template <class T>
+T softcap_in_base_2(const ScoreModifiers& modifiers) {
+  return static_cast<T>(modifiers.softcap * kLog2e<double>);
+}
+
+/// Query head h's ALiBi slope in the kernels' base-2 score units.
+template <class T>
+T alibi_slope_in_base_2(const ScoreModifiers& modifiers, index_t h) {
+  return static_cast<T>(modifiers.slopes[static_cast<std::size_t>(h)] * kLog2e<double>);
 }
 
 /// Applies score modifiers (SPEC.md section 14) to n base-2 scores of consecutive keys
@@ -57,16 +63,10 @@ T softcap_in_base_2(const Call& call) {
 template <class T>
 void modify_score_run(const ScoreModifiers& modifiers, T* row, index_t n, index_t h, index_t position,
                       index_t first_key) {
-  if (modifiers.softcap > 0) simd::soft_cap(row, n, static_cast<T>(modifiers.softcap * kLog2e<double>));
+  if (modifiers.softcap > 0) simd::soft_cap(row, n, softcap_in_base_2<T>(modifiers));
   if (modifiers.slopes.empty()) return;
-  const T slope = static_cast<T>(modifiers.slopes[static_cast<std::size_t>(h)] * kLog2e<double>);
+  const T slope = alibi_slope_in_base_2<T>(modifiers, h);
   simd::subtract_distance(row, n, slope, position - first_key);
-}
-
-/// Query head h's ALiBi slope in the kernels' base-2 score units.
-template <class T, class Call>
-T alibi_slope_in_base_2(const Call& call, index_t h) {
-  return static_cast<T>(call.modifiers.slopes[static_cast<std::size_t>(h)] * kLog2e<double>);
 }
 
 /// ALiBi's distance penalty on one row of a key tile's base-2 scores where a ReorderingPlan's
@@ -78,7 +78,7 @@ template <class Call, ReorderingPlan Plan, class T = typename Call::value_type>
 void subtract_alibi(const Call& call, const Plan& plan, index_t h, index_t query_row, const KeyTile& tile, T* row) {
   const index_t keys = tile.end - tile.begin;
   const index_t position = query_row + call.shape.kv_len - call.shape.q_len;
-  const T slope = alibi_slope_in_base_2<T>(call, h);
+  const T slope = alibi_slope_in_base_2<T>(call.modifiers, h);
   for (index_t c = 0; c < keys; ++c) {
     const index_t key = attnkit::key_row(plan, h, tile.begin + c);
     row[c] -= slope * static_cast<T>(position > key ? position - key : key - position);
@@ -132,7 +132,7 @@ index_t load_queries(const Call& call, const Plan& plan, const CallPanels<Call>&
   const index_t padded_rows = attnkit::detail::round_up(rows, std::max(simd::kScoreRowBlock, simd::kValueRowBlock));
   // Soft-capping takes its score divided by the cap (simd::SoftCap): one factor more here.
   const T softcap_factor =
-      call.modifiers.softcap > 0 ? simd::SoftCap<T>::divisor_factor(softcap_in_base_2<T>(call)) : T(1);
+      call.modifiers.softcap > 0 ? simd::SoftCap<T>::divisor_factor(softcap_in_base_2<T>(call.modifiers)) : T(1);
   const T q_scale = call.scale * kLog2e<T> * softcap_factor;
   T* queries = work.queries;
   for (index_t r = 0; r < rows; ++r)
@@ -201,15 +201,15 @@ void score_segments(const Call& call, const Plan& plan, const TileShape& tiles, 
             const index_t query_row = r < rows ? work.query_rows[static_cast<std::size_t>(r)] : diagonal_row;
             work.alibi_offsets[static_cast<std::size_t>(r)] = static_cast<T>(query_row - diagonal_row);
           }
-          score_with(
-              simd::DistancePenalty<T, Inner>(inner, work.alibi_offsets.data(), alibi_slope_in_base_2<T>(call, h)));
+          score_with(simd::DistancePenalty<T, Inner>(inner, work.alibi_offsets.data(),
+                                                     alibi_slope_in_base_2<T>(call.modifiers, h)));
           return;
         }
       }
       score_with(inner);
     };
     if (call.modifiers.softcap > 0) {
-      penalised(simd::SoftCap<T>(softcap_in_base_2<T>(call)));
+      penalised(simd::SoftCap<T>(softcap_in_base_2<T>(call.modifiers)));
     } else {
       penalised(simd::PlainScores{});
     }

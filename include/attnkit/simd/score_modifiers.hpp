@@ -52,6 +52,14 @@ Batch<T> exp2_at_most_64(const Batch<T>& t) {
   return exp2<T>(t);
 }
 
+/// 0, 1, 2, ... in the lanes: the column of each lane from a vector's first one.
+template <class T>
+Batch<T> lane_indices() {
+  alignas(64) T lanes[kWidth<T>];
+  for (std::size_t l = 0; l < kWidth<T>; ++l) lanes[l] = static_cast<T>(l);
+  return Batch<T>::load_aligned(lanes);
+}
+
 /// min(t, bound) per lane; NaN stays NaN.
 template <class T>
 Batch<T> at_most(const Batch<T>& t, T bound) {
@@ -104,11 +112,7 @@ template <class T, class Inner>
 struct DistancePenalty {
   /// offsets: one per row of the score tile, padded rows included; slope in base-2 units.
   DistancePenalty(const Inner& inner_epilogue, const T* row_offsets, T slope)
-      : inner(inner_epilogue), offsets(row_offsets), minus_slope(-slope) {
-    alignas(64) T lanes[kWidth<T>];
-    for (std::size_t l = 0; l < kWidth<T>; ++l) lanes[l] = static_cast<T>(l);
-    lane = Batch<T>::load_aligned(lanes);
-  }
+      : inner(inner_epilogue), offsets(row_offsets), minus_slope(-slope), lane(detail::lane_indices<T>()) {}
 
   Batch<T> operator()(const Batch<T>& scores, index_t row, index_t column) const {
     const Batch<T> distance = xsimd::abs(Batch<T>(offsets[row] - static_cast<T>(column)) - lane);
@@ -151,10 +155,7 @@ void soft_cap(T* s, index_t n, T cap) {
 /// position first + offset. Distances are exact in T up to 2^24 (float).
 template <class T>
 void subtract_distance(T* s, index_t n, T slope, index_t offset) {
-  constexpr index_t kW = static_cast<index_t>(kWidth<T>);
-  alignas(64) T lanes[kW];
-  for (index_t l = 0; l < kW; ++l) lanes[l] = static_cast<T>(l);
-  const Batch<T> lane = Batch<T>::load_aligned(lanes), minus_slope(-slope);
+  const Batch<T> lane = detail::lane_indices<T>(), minus_slope(-slope);
   detail::transform_row(s, n, [&](const Batch<T>& x, index_t c) {
     const Batch<T> distance = xsimd::abs(Batch<T>(static_cast<T>(offset - c)) - lane);
     return fma(distance, minus_slope, x);
